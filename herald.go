@@ -1,0 +1,73 @@
+// Package herald holds the vocabulary shared by every part of herald: priorities, channels,
+// delivery states, the Kafka message contract and the embedded database migrations.
+//
+// It depends on nothing else in herald, so that ingest, cdc, dispatch and senders can all
+// import it without importing each other.
+package herald
+
+import "fmt"
+
+// Priority orders notifications. Each priority has its own Kafka topic, consumer group and
+// concurrency, so a HIGH delivery never waits behind a LOW backlog.
+type Priority string
+
+const (
+	PriorityHigh   Priority = "HIGH"   // OTP codes, security alerts
+	PriorityNormal Priority = "NORMAL" // transactional
+	PriorityLow    Priority = "LOW"    // marketing
+)
+
+// Priorities lists every priority, highest first.
+var Priorities = []Priority{PriorityHigh, PriorityNormal, PriorityLow}
+
+// ParsePriority returns the priority named s, or an error.
+func ParsePriority(s string) (Priority, error) {
+	switch p := Priority(s); p {
+	case PriorityHigh, PriorityNormal, PriorityLow:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown priority %q", s)
+}
+
+// Channel is the medium a delivery goes over.
+type Channel string
+
+const (
+	ChannelPush    Channel = "PUSH"
+	ChannelEmail   Channel = "EMAIL"
+	ChannelSMS     Channel = "SMS"
+	ChannelWebhook Channel = "WEBHOOK"
+)
+
+// Channels lists every channel.
+var Channels = []Channel{ChannelPush, ChannelEmail, ChannelSMS, ChannelWebhook}
+
+// ParseChannel returns the channel named s, or an error.
+func ParseChannel(s string) (Channel, error) {
+	switch c := Channel(s); c {
+	case ChannelPush, ChannelEmail, ChannelSMS, ChannelWebhook:
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown channel %q", s)
+}
+
+// Status is the state of a delivery row. See docs/architecture.md for the state machine:
+//
+//	PENDING ─relay─▶ QUEUED ─worker─▶ SENDING ─▶ SENT | PENDING (retry) | FAILED | EXPIRED
+//
+// QUEUED and SENDING rows past their lease go back to PENDING (the reaper).
+type Status string
+
+const (
+	StatusPending Status = "PENDING" // waiting for next_attempt_at, then for the relay
+	StatusQueued  Status = "QUEUED"  // published to Kafka, not yet claimed by a worker
+	StatusSending Status = "SENDING" // claimed by a worker; a provider call may be in flight
+	StatusSent    Status = "SENT"
+	StatusFailed  Status = "FAILED"
+	StatusExpired Status = "EXPIRED"
+)
+
+// Terminal reports whether s is a final state.
+func (s Status) Terminal() bool {
+	return s == StatusSent || s == StatusFailed || s == StatusExpired
+}

@@ -1,0 +1,68 @@
+// Package senders holds what every provider sender shares: the message a sender is asked to
+// deliver, its result, and the error classes that tell dispatch whether a retry makes sense.
+// Each provider lives in its own package below this one (senders/twilio, senders/smtp, ...).
+// The Sender interface itself is declared by its consumer, package dispatch.
+package senders
+
+import (
+	"encoding/json"
+
+	"github.com/heraldhq/herald"
+)
+
+// Message is one delivery attempt, with its recipient resolved at send time and its content
+// rendered from the template.
+type Message struct {
+	// DeliveryID is the delivery's UUID. Senders pass it to the provider as the idempotency
+	// key wherever the provider takes one (apns-id, Message-ID, webhook header, FCM data).
+	DeliveryID     string
+	NotificationID string
+	Channel        herald.Channel
+	Priority       herald.Priority
+	// Attempt is the 1-based number of this attempt.
+	Attempt  int
+	Category string
+	Template string
+	Locale   string
+	Payload  json.RawMessage
+	To       Recipient
+	Content  Content
+}
+
+// Recipient is where a message goes: the user's stored contact, overridden field by field by
+// the notification's inline "to". It holds personal data: never log it.
+type Recipient struct {
+	UserID     int64
+	Email      string
+	Phone      string // E.164
+	PushTokens []PushToken
+	WebhookURL string
+}
+
+// PushToken is one registered device.
+type PushToken struct {
+	Token    string
+	Platform string // "FCM" or "APNS"
+}
+
+// Content is the rendered message. Each channel reads its own fields.
+type Content struct {
+	Title string // PUSH
+	Body  string // PUSH
+
+	Subject string // EMAIL
+	Text    string // EMAIL text part; SMS body
+	HTML    string // EMAIL HTML part
+
+	JSON json.RawMessage // WEBHOOK body
+}
+
+// Result describes an accepted message.
+type Result struct {
+	// Provider is the provider account that took the message, e.g. "sms:twilio".
+	Provider string
+	// ProviderMessageID is the provider's id for the message, when it returns one.
+	ProviderMessageID string
+	// Code is the provider's response code (an HTTP status, an SMTP reply code).
+	Code string
+}
