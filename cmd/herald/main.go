@@ -1,0 +1,39 @@
+// Command herald runs the herald notification service and its tools.
+//
+//	herald serve [--roles ingest,relay,dispatch]   run the service
+//	herald migrate                                  apply database migrations
+//	herald apikey create --name NAME                create an API client and print its key
+//	herald apikey revoke --id ID                    revoke an API client
+//	herald sim                                      run the provider simulator
+//
+// Every flag has a HERALD_* environment variable; see docs/configuration.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+var commands = map[string]func(ctx context.Context, args []string) error{
+	"serve":   runServe,
+	"migrate": runMigrate,
+	"apikey":  runAPIKey,
+}
+
+func main() {
+	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
+		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim [flags]  (herald CMD -h for flags)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := commands[os.Args[1]](ctx, os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "herald:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald"
+)
+
+// commonConfig is what every subcommand that touches the database needs.
+type commonConfig struct {
+	DatabaseURL string
+	LogLevel    string
+	LogFormat   string
+}
+
+func (c *commonConfig) register(f *envFlags) {
+	f.String(&c.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:55432/herald?sslmode=disable", "PostgreSQL URL")
+	f.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.String(&c.LogFormat, "log-format", "json", "log format: json or console")
+}
+
+func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	var c commonConfig
+	f := newFlags("migrate")
+	c.register(f)
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := herald.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		fmt.Println("migrations: up to date")
+	}
+	for _, r := range res {
+		fmt.Printf("migrations: applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/cdc"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/ingest"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+var allRoles = []string{"ingest", "relay", "dispatch"}
+
+type serveConfig struct {
+	commonConfig
+	Roles           []string
+	HTTPAddr        string
+	KafkaBrokers    []string
+	RedisAddr       string
+	ShutdownTimeout time.Duration
+	Ingest          ingest.Config
+	Topics          topicConfig
+	Relay           relayFlags
+	Dispatch        dispatchFlags
+}
+
+func (c *serveConfig) register(f *envFlags) {
+	c.commonConfig.register(f)
+	f.Strings(&c.Roles, "roles", allRoles, "roles this process runs: ingest, relay, dispatch")
+	f.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API, /healthz, /readyz and /metrics")
+	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
+	f.String(&c.RedisAddr, "redis-addr", "127.0.0.1:56379", "Redis address")
+	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take to finish in-flight work")
+	c.Topics.register(f)
+	c.Relay.register(f)
+	c.Dispatch.register(f)
+}
+
+func (c *serveConfig) validate() error {
+	if len(c.Roles) == 0 {
+		return errors.New("--roles: at least one role")
+	}
+	for _, r := range c.Roles {
+		if !slices.Contains(allRoles, r) {
+			return fmt.Errorf("--roles: unknown role %q (want %v)", r, allRoles)
+		}
+	}
+	return nil
+}
+
+func (c *serveConfig) has(role string) bool { return slices.Contains(c.Roles, role) }
+
+func runServe(ctx context.Context, args []string) error {
+	var c serveConfig
+	f := newFlags("serve")
+	c.register(f)
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(c.LogLevel, c.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+
+	tel, err := setupTelemetry(ctx, version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tel.shutdown(ctx); err != nil {
+			log.Warn("telemetry shutdown", zap.Error(err))
+		}
+	}()
+
+	pool, err := openPool(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if res, err := herald.Migrate(ctx, pool); err != nil {
+		return err
+	} else if len(res) > 0 {
+		log.Info("migrations applied", zap.Int("count", len(res)))
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", tel.metrics)
+	if c.has("ingest") {
+		api, err := ingest.New(c.Ingest, pool, log)
+		if err != nil {
+			return err
+		}
+		mux.Handle("/", api.Handler())
+	} else {
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			if err := pool.Ping(r.Context()); err != nil {
+				http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(ctx, log, c.HTTPAddr, mux, c.ShutdownTimeout) })
+	if c.has("relay") {
+		relay, closeRelay, err := newRelay(c, pool, log)
+		if err != nil {
+			return err
+		}
+		defer closeRelay()
+		g.Go(func() error { return relay.Run(ctx) })
+	}
+	if c.has("dispatch") {
+		d, closeDispatch, err := newDispatcher(c, pool, log)
+		if err != nil {
+			return err
+		}
+		defer closeDispatch()
+		g.Go(func() error { return d.Run(ctx) })
+	}
+	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr), zap.String("version", version))
+	err = g.Wait()
+	log.Info("herald stopped")
+	return err
+}
+
+// serveHTTP serves h on addr until ctx ends, then stops accepting and gives in-flight
+// requests up to timeout to finish.
+func serveHTTP(ctx context.Context, log *zap.Logger, addr string, h http.Handler, timeout time.Duration) error {
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	log.Info("http server draining", zap.Duration("timeout", timeout))
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("http server shutdown: %w", err)
+	}
+	<-errc
+	return nil
+}
+
+func newRelay(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*cdc.Relay, func(), error) {
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaBrokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka client: %w", err)
+	}
+	relay, err := cdc.New(c.Relay.config(c.Topics), pool, kcl, log)
+	if err != nil {
+		kcl.Close()
+		return nil, nil, fmt.Errorf("relay: %w", err)
+	}
+	return relay, kcl.Close, nil
+}
+
+func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatch.Dispatcher, func(), error) {
+	cfg, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, c.ShutdownTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
+	d, err := dispatch.New(cfg, pool, rdb, dispatch.NewLogSenders(log), log)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("dispatch: %w", err)
+	}
+	return d, func() { rdb.Close() }, nil
+}
