@@ -11,7 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-		"net/url"
+	"net/url"
 	"os"
 	"strings"
 	"testing"

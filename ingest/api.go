@@ -1,0 +1,128 @@
+package ingest
+
+import (
+	"errors"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+)
+
+const instrumentationName = "github.com/heraldhq/herald/ingest"
+
+// API serves herald's HTTP API. Create it with New and mount Handler on an http.Server.
+type API struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	log    *zap.Logger
+	tracer trace.Tracer
+	// migrated latches true once /readyz saw no pending migration: a running process never
+	// loses migrations, and the check takes the migration lock.
+	migrated atomic.Bool
+	keys     *authCache
+}
+
+// New returns the API. pool must point at a migrated herald database.
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if pool == nil {
+		return nil, errors.New("ingest: nil pool")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &API{
+		cfg:    cfg,
+		pool:   pool,
+		log:    log.With(zap.String("component", "ingest")),
+		tracer: otel.Tracer(instrumentationName),
+		keys:   newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
+	}, nil
+}
+
+// Handler returns the HTTP handler serving every route of the API. Each request runs in
+// an OpenTelemetry server span (otelhttp) that continues an incoming W3C traceparent.
+func (a *API) Handler() http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newAPIError(http.StatusNotFound, codeNotFound, "no such resource"))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this resource"))
+	})
+	r.Use(nameSpan)
+
+	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+
+	// The API routes sit on the root router, each behind authenticate: a gorilla/mux
+	// subrouter answers 404 instead of 405 for a known path with the wrong method.
+	api := func(method, path string, h http.HandlerFunc) {
+		r.Handle(path, a.authenticate(h)).Methods(method)
+	}
+	api(http.MethodPost, "/api/notifications", a.postNotification)
+	api(http.MethodGet, "/api/notifications/{id}", a.getNotification)
+	api(http.MethodPut, "/api/users/{userId}", a.putUser)
+	api(http.MethodGet, "/api/users/{userId}", a.getUser)
+	api(http.MethodPut, "/api/users/{userId}/preferences", a.putPreferences)
+	api(http.MethodGet, "/api/users/{userId}/preferences", a.getPreferences)
+	api(http.MethodPut, "/api/templates/{name}", a.putTemplate)
+	api(http.MethodGet, "/api/templates/{name}", a.getTemplate)
+
+	return otelhttp.NewHandler(r, "ingest",
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+	)
+}
+
+// nameSpan names the request span after the matched route ("POST /api/notifications"), which
+// otelhttp cannot know because it runs before the router.
+func nameSpan(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if route := mux.CurrentRoute(r); route != nil {
+			if tmpl, err := route.GetPathTemplate(); err == nil {
+				trace.SpanFromContext(r.Context()).SetName(r.Method + " " + tmpl)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fail answers err: an *apiError as its problem document, anything else as a logged 500.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		writeProblem(w, ae)
+		return
+	}
+	a.internalError(w, r, err)
+}
+
+func (a *API) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		// The client went away; nobody reads the answer.
+		a.log.Debug("request canceled", zap.String("method", r.Method), zap.Error(err))
+	} else {
+		a.log.Error("request failed", zap.String("method", r.Method), zap.String("route", routeOf(r)), zap.Error(err))
+	}
+	trace.SpanFromContext(r.Context()).RecordError(err)
+	writeProblem(w, newAPIError(http.StatusInternalServerError, codeInternal, "internal error"))
+}
+
+func routeOf(r *http.Request) string {
+	if route := mux.CurrentRoute(r); route != nil {
+		if tmpl, err := route.GetPathTemplate(); err == nil {
+			return tmpl
+		}
+	}
+	return ""
+}

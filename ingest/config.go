@@ -1,0 +1,74 @@
+// Package ingest is herald's HTTP API: clients authenticate with an API key and POST
+// notifications, which are stored with their delivery rows in one PostgreSQL transaction.
+// It also serves the user contact and preference profiles, the template registry and the
+// health probes. See docs/api.md.
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures the API. The zero value is valid: every zero field takes its default.
+type Config struct {
+	// MaxBodyBytes is the largest request body accepted, in bytes; a larger body is answered
+	// with 413. Default 64 KiB.
+	MaxBodyBytes int64
+	// MaxPayloadBytes is the largest notification payload accepted, in bytes of compact JSON;
+	// a larger payload is a validation error (400). Default 16 KiB.
+	MaxPayloadBytes int
+	// ReadyTimeout bounds the checks of /readyz (database ping and migration state).
+	// Default 2 s.
+	ReadyTimeout time.Duration
+	// AuthCacheTTL is how long a process remembers a valid API key before looking it up
+	// again, and so how long a revoked key may still work. Negative disables the cache.
+	// Default 5 s.
+	AuthCacheTTL time.Duration
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes    = 64 << 10
+	DefaultMaxPayloadBytes = 16 << 10
+	DefaultReadyTimeout    = 2 * time.Second
+	DefaultAuthCacheTTL    = 5 * time.Second
+)
+
+// authCacheEntries bounds the API key cache.
+const authCacheEntries = 10000
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.AuthCacheTTL == 0 {
+		c.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes %d: must be at least 1024", c.MaxBodyBytes))
+	}
+	if c.MaxPayloadBytes < 2 {
+		errs = append(errs, fmt.Errorf("MaxPayloadBytes %d: must be at least 2", c.MaxPayloadBytes))
+	}
+	if int64(c.MaxPayloadBytes) > c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("MaxPayloadBytes %d: must not exceed MaxBodyBytes %d", c.MaxPayloadBytes, c.MaxBodyBytes))
+	}
+	if c.ReadyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ReadyTimeout %s: must not be negative", c.ReadyTimeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ingest config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+)
+
+// acceptedJSON is the 202 answer of POST /api/notifications. It is stored in
+// notification.response and replayed for a repeated Idempotency-Key.
+type acceptedJSON struct {
+	ID         string             `json:"id"`
+	Deliveries []acceptedDelivery `json:"deliveries"`
+	Suppressed []suppressedJSON   `json:"suppressed"`
+}
+
+type acceptedDelivery struct {
+	ID      string         `json:"id"`
+	Channel herald.Channel `json:"channel"`
+	Status  herald.Status  `json:"status"`
+}
+
+// insertNotification writes the notification and its delivery rows in one statement. The
+// delivery insert reads the notification insert's RETURNING, so when the Idempotency-Key is
+// already taken (ON CONFLICT DO NOTHING: a concurrent request with the same key waits here
+// for the other transaction and then inserts nothing) no delivery row is written either,
+// and the count is 0. next_attempt_at is left to its column default, now(), the database
+// clock: the relay publishes these rows at once.
+const insertNotification = `
+WITH n AS (
+    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
+                              category, payload, recipient, priority, traceparent, send_at,
+                              expires_at, response)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING id, priority, expires_at, traceparent
+), d AS (
+    INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent)
+    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent
+    FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
+)
+SELECT count(*) FROM n`
+
+// insertNotificationDeferred is insertNotification for deliveries due later (sendAt, quiet
+// hours): next_attempt_at is $17, and the sweeper publishes the rows when it passes.
+const insertNotificationDeferred = `
+WITH n AS (
+    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
+                              category, payload, recipient, priority, traceparent, send_at,
+                              expires_at, response)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING id, priority, expires_at, traceparent
+), d AS (
+    INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent, next_attempt_at)
+    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent, $17
+    FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
+)
+SELECT count(*) FROM n`
+
+const selectByIdempotencyKey = `
+SELECT request_hash, response FROM notification WHERE client_id = $1 AND idempotency_key = $2`
+
+func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if !validIdempotencyKey(key) {
+		a.fail(w, r, invalid(fieldError{Field: "Idempotency-Key", Message: "header is required: 1-100 printable ASCII characters"}))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
+	defer body.Close()
+	in, err := decodeNotification(body, a.cfg.MaxPayloadBytes)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+
+	// The stored traceparent is the request span's context: the incoming trace continued,
+	// or a new root that otelhttp started.
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+
+	resp, replayed, err := a.accept(ctx, clientFrom(ctx), key, in, carrier.Get("traceparent"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/notifications/"+resp.ID)
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusAccepted, resp)
+}
+
+// accept stores the notification and its deliveries in one transaction, or finds the
+// earlier answer for the same Idempotency-Key.
+func (a *API) accept(ctx context.Context, clientID, key string, in *notificationInput, traceparent string) (_ *acceptedJSON, replayed bool, err error) {
+	ctx, span := a.tracer.Start(ctx, "ingest.accept")
+	defer func() {
+		// A rejected request (an *apiError) is the client's error, not the span's.
+		var ae *apiError
+		if err != nil && !errors.As(err, &ae) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	hash := in.hash()
+
+	conn, err := a.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("accept notification: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	defer rollbackOpen(ctx, conn)
+
+	ac, err := beginAccept(ctx, conn, clientID, key, in)
+	if err != nil {
+		return nil, false, err
+	}
+	if ac.existingHash != nil {
+		resp, err := replay(hash, ac.existingHash, ac.existingResponse)
+		return resp, err == nil, err
+	}
+	if ac.templateCategory == nil {
+		return nil, false, newAPIError(http.StatusUnprocessableEntity, codeUnknownTemplate,
+			fmt.Sprintf("template %q does not exist", in.Template))
+	}
+	var fe fieldErrors
+	for _, c := range in.Channels {
+		if !containsChannel(ac.templateChannels, c) {
+			fe.add("channels", "template %q does not support %s", in.Template, c)
+		}
+	}
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(ac.now) {
+		fe.add("expiresAt", "must be in the future")
+	}
+	if err := fe.err(); err != nil {
+		return nil, false, err
+	}
+	category := in.Category
+	if category == "" {
+		category = *ac.templateCategory
+	}
+	deliver, suppressed, err := route(in, category, ac)
+	if err != nil {
+		return nil, false, err
+	}
+	loc, err := loadLocation(ac.timeZone)
+	if err != nil { // time zones are validated on input; a zone database change could still do it
+		a.log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", in.UserID), zap.Error(err))
+		loc = time.UTC
+	}
+	next := firstAttempt(ac.now, in.SendAt, in.Priority, loc, ac.quietHours())
+
+	resp, args, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
+	if err != nil {
+		return nil, false, err
+	}
+	query := insertNotification
+	if next != nil {
+		query = insertNotificationDeferred
+		args = append(args, *next)
+	}
+	inserted, err := insertAndCommit(ctx, conn, query, args)
+	if err != nil {
+		return nil, false, fmt.Errorf("insert notification %s: %w", resp.ID, err)
+	}
+	if inserted == 0 {
+		// A concurrent request with the same key committed first (the insert waited for it);
+		// its answer is ours. This transaction wrote nothing.
+		span.AddEvent("idempotency conflict")
+		var storedHash, storedResp []byte
+		if err := conn.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
+			return nil, false, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
+		}
+		resp, err := replay(hash, storedHash, storedResp)
+		return resp, err == nil, err
+	}
+	span.SetAttributes(attribute.String("herald.notification_id", resp.ID), attribute.Int("herald.deliveries", len(deliver)))
+	a.log.Debug("notification accepted", zap.String("notification_id", resp.ID), zap.String("client_id", clientID),
+		zap.Int("deliveries", len(deliver)), zap.Int("suppressed", len(suppressed)), zap.Bool("deferred", next != nil))
+	return resp, false, nil
+}
+
+// newNotificationRows builds the answer and the first 16 arguments of insertNotification.
+func newNotificationRows(clientID, key string, hash []byte, category, traceparent string, in *notificationInput,
+	deliver []herald.Channel, suppressed []suppressedJSON) (*acceptedJSON, []any, error) {
+	nid, err := uuid.NewV7()
+	if err != nil {
+		return nil, nil, fmt.Errorf("new notification id: %w", err)
+	}
+	resp := &acceptedJSON{ID: nid.String(), Deliveries: make([]acceptedDelivery, 0, len(deliver)), Suppressed: suppressed}
+	ids := make([]string, len(deliver))
+	for i, c := range deliver {
+		did, err := uuid.NewV7()
+		if err != nil {
+			return nil, nil, fmt.Errorf("new delivery id: %w", err)
+		}
+		ids[i] = did.String()
+		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{ID: ids[i], Channel: c, Status: herald.StatusPending})
+	}
+	respJSON, err := json.Marshal(resp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode answer of notification %s: %w", nid, err)
+	}
+	var recipient, tp any
+	if in.To != nil {
+		b, err := json.Marshal(in.To)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
+		}
+		recipient = b
+	}
+	if traceparent != "" {
+		tp = traceparent
+	}
+	args := []any{
+		nid.String(), clientID, key, hash, in.UserID, in.Template,
+		category, []byte(in.Payload), recipient, string(in.Priority), tp, in.SendAt,
+		in.ExpiresAt, respJSON, ids, channelStrings(deliver),
+	}
+	return resp, args, nil
+}
+
+// replay returns the stored answer when the request hash matches the stored one, and
+// idempotency_key_reused otherwise. The stored answer is re-encoded from its struct, so the
+// replayed body is byte for byte the original.
+func replay(hash, storedHash, storedResp []byte) (*acceptedJSON, error) {
+	if !bytes.Equal(hash, storedHash) {
+		return nil, newAPIError(http.StatusUnprocessableEntity, codeIdempotencyKeyReused,
+			"this Idempotency-Key was already used with a different request body")
+	}
+	var resp acceptedJSON
+	if err := json.Unmarshal(storedResp, &resp); err != nil {
+		return nil, fmt.Errorf("decode stored answer: %w", err)
+	}
+	if resp.Deliveries == nil || resp.Suppressed == nil {
+		return nil, errors.New("decode stored answer: missing members")
+	}
+	return &resp, nil
+}

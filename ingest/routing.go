@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/heraldhq/herald"
+)
+
+// Reasons a requested channel gets no delivery row.
+const (
+	reasonOptedOut  = "opted_out"  // the user opted out of the channel (for this category or all)
+	reasonNoContact = "no_contact" // neither the stored contact nor "to" has an address for it
+)
+
+// loadAcceptContext reads, in one round trip inside the accepting transaction, everything a
+// POST needs besides its body: the transaction's clock, an earlier notification with the same
+// Idempotency-Key, the template, which addresses the user's contact holds, and the user's
+// preferences. Every part is a LEFT JOIN so that one row always comes back.
+const loadAcceptContext = `
+SELECT now(),
+       ex.request_hash, ex.response,
+       t.category, t.channels,
+       c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
+       EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = $3),
+       coalesce(c.time_zone, 'UTC'),
+       p.opt_outs, p.quiet_start, p.quiet_end
+FROM (SELECT 1) AS one
+LEFT JOIN notification ex ON ex.client_id = $1 AND ex.idempotency_key = $2
+LEFT JOIN template t ON t.name = $4
+LEFT JOIN user_contact c ON c.user_id = $3
+LEFT JOIN user_preference p ON p.user_id = $3`
+
+// acceptContext is the row of loadAcceptContext.
+type acceptContext struct {
+	now              time.Time
+	existingHash     []byte // nil: no earlier notification with this key
+	existingResponse []byte
+	templateCategory *string // nil: unknown template
+	templateChannels []string
+	hasEmail         bool
+	hasPhone         bool
+	hasWebhook       bool
+	hasPushTokens    bool
+	timeZone         string
+	optOuts          []byte
+	quietStart       pgtype.Time
+	quietEnd         pgtype.Time
+}
+
+func scanAcceptContext(row pgx.Row, userID int64) (*acceptContext, error) {
+	var ac acceptContext
+	err := row.Scan(
+		&ac.now, &ac.existingHash, &ac.existingResponse,
+		&ac.templateCategory, &ac.templateChannels,
+		&ac.hasEmail, &ac.hasPhone, &ac.hasWebhook, &ac.hasPushTokens,
+		&ac.timeZone, &ac.optOuts, &ac.quietStart, &ac.quietEnd)
+	if err != nil {
+		return nil, fmt.Errorf("load accept context of user %d: %w", userID, err)
+	}
+	return &ac, nil
+}
+
+// optOut is one entry of user_preference.opt_outs; an empty Category means every category.
+type optOut struct {
+	Channel  herald.Channel `json:"channel"`
+	Category string         `json:"category,omitempty"`
+}
+
+type suppressedJSON struct {
+	Channel herald.Channel `json:"channel"`
+	Reason  string         `json:"reason"`
+}
+
+// route splits the requested channels into those that get a delivery row and those that are
+// suppressed, with the reason. An opt-out wins over a missing address.
+func route(in *notificationInput, category string, ac *acceptContext) (deliver []herald.Channel, suppressed []suppressedJSON, err error) {
+	var outs []optOut
+	if len(ac.optOuts) > 0 {
+		if err := json.Unmarshal(ac.optOuts, &outs); err != nil {
+			return nil, nil, fmt.Errorf("decode opt-outs of user %d: %w", in.UserID, err)
+		}
+	}
+	suppressed = []suppressedJSON{}
+	for _, c := range in.Channels {
+		switch {
+		case optedOut(outs, c, category):
+			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonOptedOut})
+		case !hasAddress(c, in.To, ac):
+			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonNoContact})
+		default:
+			deliver = append(deliver, c)
+		}
+	}
+	return deliver, suppressed, nil
+}
+
+func optedOut(outs []optOut, c herald.Channel, category string) bool {
+	for _, o := range outs {
+		if o.Channel == c && (o.Category == "" || o.Category == category) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasAddress(c herald.Channel, to *recipientJSON, ac *acceptContext) bool {
+	if to == nil {
+		to = &recipientJSON{}
+	}
+	switch c {
+	case herald.ChannelEmail:
+		return to.Email != "" || ac.hasEmail
+	case herald.ChannelSMS:
+		return to.Phone != "" || ac.hasPhone
+	case herald.ChannelPush:
+		return len(to.PushTokens) > 0 || ac.hasPushTokens
+	case herald.ChannelWebhook:
+		return to.WebhookURL != "" || ac.hasWebhook
+	}
+	return false
+}
+
+// quietHours returns the user's quiet hours, or nil.
+func (ac *acceptContext) quietHours() *quietHours {
+	if !ac.quietStart.Valid || !ac.quietEnd.Valid {
+		return nil
+	}
+	const usPerMinute = int64(time.Minute / time.Microsecond)
+	q := quietHours{start: clock(ac.quietStart.Microseconds / usPerMinute), end: clock(ac.quietEnd.Microseconds / usPerMinute)}
+	if q.start == q.end {
+		return nil
+	}
+	return &q
+}

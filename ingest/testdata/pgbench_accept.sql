@@ -1,0 +1,19 @@
+-- The accepting transaction of POST /api/notifications (two deliveries, no HTTP, no Go) as a
+-- pgbench script: the reference that BenchmarkPostNotification is read against (the ingest
+-- target is >= 0.6 x pgbench of the same SQL in the same run). pgbench sends each statement on its
+-- own round trip; herald pipelines them into two.
+--
+-- Setup, on the local stack (database ingest_pgbench, migrated, one client, template, 1000 users):
+--   P="psql -h 127.0.0.1 -p 55432 -U postgres -v ON_ERROR_STOP=1 -q"
+--   $P -d postgres -c "CREATE DATABASE ingest_pgbench"
+--   for f in sql/migrations/*.sql; do sed '/-- +goose Down/,$d' $f | grep -v '^-- +goose'; done | $P -d ingest_pgbench
+--   $P -d ingest_pgbench -c "INSERT INTO api_client (id,name,key_prefix,key_hash) VALUES ('01a229cf-0000-7000-8000-000000000001','b','hk_x','\x00');
+--     INSERT INTO template (name,category,channels) VALUES ('otp','security','{SMS,EMAIL}');
+--     INSERT INTO user_contact (user_id,email,phone) SELECT i, 'u'||i||'@example.com', '+1555'||lpad(i::text,7,'0') FROM generate_series(1,1000) i;"
+-- Run, next to `go test -run '^$' -bench BenchmarkPostNotification -benchtime 10s ./ingest`:
+--   pgbench -h 127.0.0.1 -p 55432 -U postgres -n -M prepared -c 16 -j 2 -T 10 -f ingest/testdata/pgbench_accept.sql ingest_pgbench
+\set uid random(1, 1000)
+BEGIN;
+SELECT now(), ex.request_hash, ex.response, t.category, t.channels, c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL, EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = :uid), coalesce(c.time_zone, 'UTC'), p.opt_outs, p.quiet_start, p.quiet_end FROM (SELECT 1) AS one LEFT JOIN notification ex ON ex.client_id = '01a229cf-0000-7000-8000-000000000001' AND ex.idempotency_key = 'k-' || :client_id || '-' || :uid LEFT JOIN template t ON t.name = 'otp' LEFT JOIN user_contact c ON c.user_id = :uid LEFT JOIN user_preference p ON p.user_id = :uid;
+WITH n AS (INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, payload, recipient, priority, traceparent, send_at, expires_at, response) VALUES (gen_random_uuid(), '01a229cf-0000-7000-8000-000000000001', gen_random_uuid()::text, '\x0102030405060708091011121314151617181920212223242526272829303132', :uid, 'otp', 'security', '{"code":"123456"}', NULL, 'NORMAL', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', NULL, NULL, '{"id":"01a229cf-44c9-7dc8-910f-23f85bba1e50","deliveries":[{"id":"01a229cf-44c9-7dc8-910f-23f85bba1e51","channel":"SMS","status":"PENDING"},{"id":"01a229cf-44c9-7dc8-910f-23f85bba1e52","channel":"EMAIL","status":"PENDING"}],"suppressed":[]}') ON CONFLICT (client_id, idempotency_key) DO NOTHING RETURNING id, priority, expires_at, traceparent), d AS (INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent) SELECT gen_random_uuid(), n.id, u.channel, n.priority, n.expires_at, n.traceparent FROM n CROSS JOIN unnest(ARRAY['SMS','EMAIL']) AS u (channel)) SELECT count(*) FROM n;
+COMMIT;
