@@ -24,7 +24,7 @@ func runAPIKey(ctx context.Context, args []string) error {
 	if err := f.Parse(args[1:]); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, c.DatabaseURL)
+	pool, err := openPool(ctx, c)
 	if err != nil {
 		return err
 	}

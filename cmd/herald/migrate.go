@@ -12,18 +12,27 @@ import (
 // commonConfig is what every subcommand that touches the database needs.
 type commonConfig struct {
 	DatabaseURL string
+	MaxConns    int
 	LogLevel    string
 	LogFormat   string
 }
 
 func (c *commonConfig) register(f *envFlags) {
 	f.String(&c.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:55432/herald?sslmode=disable", "PostgreSQL URL")
+	f.Int(&c.MaxConns, "database-max-conns", 32, "most PostgreSQL connections in the pool")
 	f.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.String(&c.LogFormat, "log-format", "json", "log format: json or console")
 }
 
-func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+func openPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if c.MaxConns > 0 {
+		cfg.MaxConns = int32(c.MaxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -41,7 +50,7 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, c.DatabaseURL)
+	pool, err := openPool(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}()
 
-	pool, err := openPool(ctx, c.DatabaseURL)
+	pool, err := openPool(ctx, c.commonConfig)
 	if err != nil {
 		return err
 	}
