@@ -65,4 +65,8 @@ type Result struct {
 	ProviderMessageID string
 	// Code is the provider's response code (an HTTP status, an SMTP reply code).
 	Code string
+	// InvalidTokens lists the push tokens the provider reported as no longer valid
+	// (FCM UNREGISTERED, APNs Unregistered/BadDeviceToken). Dispatch removes them from the
+	// user's push_token rows. The push sender sets it also when Send returns an error.
+	InvalidTokens []string
 }
