@@ -26,7 +26,7 @@ import (
 	"github.com/heraldhq/herald"
 )
 
-// Environment variables set by `make test` (see deploy/local/env.sh).
+// Environment variables set by `make test` (see `deploy/local/stack.sh env`).
 const (
 	EnvPostgres = "HERALD_TEST_POSTGRES_URL" // admin URL of the cluster, e.g. postgres://postgres@127.0.0.1:55432/postgres
 	EnvKafka    = "HERALD_TEST_KAFKA_BROKERS"

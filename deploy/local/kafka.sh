@@ -1,0 +1,197 @@
+# shellcheck shell=bash
+# Apache Kafka 4 (KRaft, one combined broker+controller node) from Maven Central jars
+# (sourced by stack.sh). The jars come once, through deploy/local/kafka/pom.xml, into
+# $STACK/kafka/libs; extra Maven arguments (e.g. -Dmaven.repo.local=...) go in HERALD_MAVEN_ARGS.
+
+KAFKA_DIR="$STACK/kafka"
+KAFKA_LIBS="$KAFKA_DIR/libs"
+KAFKA_DATA="$KAFKA_DIR/data"
+KAFKA_CONF="$KAFKA_DIR/server.properties"
+KAFKA_PID="$KAFKA_DIR/kafka.pid"
+KAFKA_LOG="$KAFKA_DIR/kafka.log"
+KAFKA_READY_BIN="$STACK/bin/kafkaready"
+
+kafka_log() { echo "$KAFKA_LOG"; }
+
+kafka_running() {
+	pid_matches "$KAFKA_PID" "kafka.Kafka $KAFKA_CONF"
+}
+
+kafka_describe() {
+	echo "127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT)  pid $(head -n 1 "$KAFKA_PID")  heap $KAFKA_HEAP  v$(cat "$KAFKA_LIBS/.version" 2>/dev/null)"
+}
+
+kafka_java() {
+	if ! command -v java >/dev/null; then
+		apt_install openjdk-17-jre-headless
+	fi
+	local major
+	major="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = \([0-9]*\).*/\1/p')"
+	if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+		die "kafka: needs Java 17 or newer, found '${major:-unknown}' ($(command -v java))"
+	fi
+}
+
+# kafka_libs: the broker's jars, fetched by Maven unless this version is already there.
+kafka_libs() {
+	if [ -f "$KAFKA_LIBS/.version" ] && [ "$(cat "$KAFKA_LIBS/.version")" = "$KAFKA_VERSION" ]; then
+		return 0
+	fi
+	local tmp="$KAFKA_DIR/libs.tmp" mlog="$KAFKA_DIR/maven.log" shared="$REPO/.stack/kafka/libs"
+	rm -rf "$tmp"
+	# A private stack dir (a test's own broker) takes the jars of the default stack dir.
+	if [ "$shared" != "$KAFKA_LIBS" ] && [ "$(cat "$shared/.version" 2>/dev/null)" = "$KAFKA_VERSION" ]; then
+		cp -a "$shared" "$tmp"
+		rm -rf "$KAFKA_LIBS"
+		mv "$tmp" "$KAFKA_LIBS"
+		return 0
+	fi
+	if ! command -v mvn >/dev/null; then
+		apt_install maven
+	fi
+	say "fetching Apache Kafka $KAFKA_VERSION jars from Maven Central (once)"
+	# shellcheck disable=SC2086 # HERALD_MAVEN_ARGS is a list of arguments
+	if ! mvn -B -ntp -f "$HERE/kafka/pom.xml" ${HERALD_MAVEN_ARGS:-} \
+		-Dkafka.version="$KAFKA_VERSION" -Dkafka.libs="$tmp" \
+		dependency:copy-dependencies >"$mlog" 2>&1 9>&-; then
+		fail kafka "$mlog" "Maven could not fetch the Kafka jars"
+	fi
+	ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || fail kafka "$mlog" "no kafka_2.13 jar in $tmp"
+	echo "$KAFKA_VERSION" >"$tmp/.version"
+	rm -rf "$KAFKA_LIBS"
+	mv "$tmp" "$KAFKA_LIBS"
+}
+
+# kafka_ready_bin: builds the Go readiness probe (deploy/local/kafkaready) when missing or stale.
+kafka_ready_bin() {
+	local src="$HERE/kafkaready/main.go"
+	if [ -x "$KAFKA_READY_BIN" ] && [ "$KAFKA_READY_BIN" -nt "$src" ]; then
+		return 0
+	fi
+	ensure_go
+	mkdir -p "$STACK/bin"
+	say "building the Kafka readiness probe"
+	(cd "$REPO" && go build -o "$KAFKA_READY_BIN" ./deploy/local/kafkaready) 9>&- ||
+		die "kafka: could not build deploy/local/kafkaready"
+}
+
+kafka_write_conf() {
+	cat >"$KAFKA_CONF" <<EOF
+# Written by deploy/local/stack.sh on every start; edit the script, not this file.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DATA
+
+# One node: every internal topic has one replica and accepts writes with it.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=4
+min.insync.replicas=1
+default.replication.factor=1
+num.partitions=1
+
+# herald creates its topics at start-up; tests create and delete their own.
+auto.create.topics.enable=false
+delete.topic.enable=true
+group.initial.rebalance.delay.ms=0
+
+log.retention.hours=24
+num.network.threads=2
+num.io.threads=4
+EOF
+}
+
+kafka_format() {
+	[ -f "$KAFKA_DATA/meta.properties" ] && return 0
+	say "formatting Kafka storage in $KAFKA_DATA (cluster id $KAFKA_CLUSTER_ID)"
+	mkdir -p "$KAFKA_DATA"
+	java -Dlog4j2.configurationFile="$HERE/kafka/log4j2.properties" -cp "$KAFKA_LIBS/*" \
+		kafka.tools.StorageTool format -t "$KAFKA_CLUSTER_ID" -c "$KAFKA_CONF" --ignore-formatted \
+		>"$KAFKA_DIR/format.log" 2>&1 9>&- || fail kafka "$KAFKA_DIR/format.log" "storage format failed"
+}
+
+kafka_start() {
+	[ -f "$KAFKA_LOG" ] && mv -f "$KAFKA_LOG" "$KAFKA_LOG.1"
+	say "starting kafka on 127.0.0.1:$KAFKA_PORT (heap $KAFKA_HEAP)"
+	# setsid: the broker outlives the shell (and a Ctrl-C of `make run`); stop it with `down`.
+	# shellcheck disable=SC2086 # HERALD_KAFKA_OPTS is a list of JVM options
+	setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+		-Dlog4j2.configurationFile="$HERE/kafka/log4j2.properties" -Dkafka.logs.dir="$KAFKA_DIR" \
+		${HERALD_KAFKA_OPTS:-} -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF" \
+		</dev/null >"$KAFKA_LOG" 2>&1 9>&- &
+	echo $! >"$KAFKA_PID"
+}
+
+# kafka_wait_ready: process alive, "Kafka Server started" in the log, and a client round trip
+# (kafkaready lists the brokers), within $KAFKA_READY_TIMEOUT seconds.
+kafka_wait_ready() {
+	local deadline=$((SECONDS + KAFKA_READY_TIMEOUT)) started=""
+	while ((SECONDS < deadline)); do
+		kafka_running || fail kafka "$KAFKA_LOG" "the broker process exited during start-up"
+		if [ -z "$started" ] && grep -q 'Kafka Server started' "$KAFKA_LOG"; then
+			started=1
+		fi
+		if [ -n "$started" ] && "$KAFKA_READY_BIN" -brokers "127.0.0.1:$KAFKA_PORT" -timeout 3s >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	if [ -z "$started" ]; then
+		fail kafka "$KAFKA_LOG" "no 'Kafka Server started' in the log within ${KAFKA_READY_TIMEOUT}s (HERALD_KAFKA_READY_TIMEOUT); it is still running: \`up\` again waits for it, \`down kafka\` stops it"
+	fi
+	"$KAFKA_READY_BIN" -brokers "127.0.0.1:$KAFKA_PORT" -timeout 3s >"$KAFKA_DIR/ready.log" 2>&1 || true
+	cat "$KAFKA_DIR/ready.log" >>"$KAFKA_LOG"
+	fail kafka "$KAFKA_LOG" "started but no client round trip to 127.0.0.1:$KAFKA_PORT within ${KAFKA_READY_TIMEOUT}s; it is still running: \`up\` again waits for it, \`down kafka\` stops it"
+}
+
+kafka_up() {
+	if kafka_running; then
+		kafka_ready_bin
+		if "$KAFKA_READY_BIN" -brokers "127.0.0.1:$KAFKA_PORT" -timeout 10s >/dev/null 2>&1; then
+			say "kafka already running on 127.0.0.1:$KAFKA_PORT"
+			return 0
+		fi
+		say "kafka is running but not answering yet; waiting"
+		kafka_wait_ready
+		say "kafka ready on 127.0.0.1:$KAFKA_PORT"
+		return 0
+	fi
+	local p
+	for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+		if port_in_use "$p"; then
+			die "kafka: port 127.0.0.1:$p is taken by another process; set HERALD_KAFKA_PORT / HERALD_KAFKA_CONTROLLER_PORT"
+		fi
+	done
+	kafka_java
+	mkdir -p "$KAFKA_DIR"
+	kafka_libs
+	kafka_write_conf
+	kafka_format
+	kafka_start
+	# The probe builds while the JVM starts.
+	kafka_ready_bin
+	kafka_wait_ready
+	say "kafka ready on 127.0.0.1:$KAFKA_PORT"
+}
+
+kafka_down() {
+	if ! kafka_running; then
+		say "kafka is not running"
+		rm -f "$KAFKA_PID"
+		return 0
+	fi
+	stop_pid kafka "$KAFKA_PID"
+}

@@ -1,0 +1,175 @@
+// Package privatestack gives a test its own instance of a local-stack service (Kafka, Redis or
+// PostgreSQL) that it may stop and start again: a failure test must not stop the shared stack
+// that other tests use. It runs deploy/local/stack.sh with a private HERALD_STACK_DIR and
+// private ports (below 32768, outside Linux's ephemeral range).
+//
+//	k := privatestack.Start(t, privatestack.Kafka)
+//	// ... run the component against k.Addr ...
+//	k.Down(t) // the broker goes away (controlled shutdown)
+//	k.Up(t)   // and comes back, same address and data
+//
+// The instance is stopped and its folder removed when the test ends. A private Kafka costs a
+// few seconds to start and HeapKafka of memory; keep such tests few.
+package privatestack
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Service names a service of the local stack.
+type Service string
+
+// The services a private instance can run.
+const (
+	Kafka    Service = "kafka"
+	Redis    Service = "redis"
+	Postgres Service = "postgres"
+)
+
+// HeapKafka is the heap of a private broker.
+const HeapKafka = "384m"
+
+// Instance is one private service.
+type Instance struct {
+	Service Service
+	// Dir is the instance's HERALD_STACK_DIR.
+	Dir string
+	// Addr is host:port of the service (the broker listener for Kafka).
+	Addr string
+
+	env []string
+}
+
+// URL is the PostgreSQL admin URL of a Postgres instance (database postgres, user postgres).
+func (in *Instance) URL() string {
+	return "postgres://postgres@" + in.Addr + "/postgres?sslmode=disable"
+}
+
+// Start starts a private instance of s and registers its teardown with t.Cleanup.
+func Start(t testing.TB, s Service) *Instance {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "herald-stack-")
+	if err != nil {
+		t.Fatalf("privatestack: temp dir: %v", err)
+	}
+	in := &Instance{Service: s, Dir: dir}
+	in.env = append(os.Environ(), "HERALD_STACK_DIR="+dir)
+	switch s {
+	case Kafka:
+		ports := freePorts(t, 2)
+		in.env = append(in.env,
+			"HERALD_KAFKA_PORT="+strconv.Itoa(ports[0]),
+			"HERALD_KAFKA_CONTROLLER_PORT="+strconv.Itoa(ports[1]),
+			"HERALD_KAFKA_HEAP="+HeapKafka,
+			"HERALD_STOP_TIMEOUT=30")
+		in.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	case Redis:
+		port := freePorts(t, 1)[0]
+		in.env = append(in.env, "HERALD_REDIS_PORT="+strconv.Itoa(port))
+		in.Addr = "127.0.0.1:" + strconv.Itoa(port)
+	case Postgres:
+		port := freePorts(t, 1)[0]
+		in.env = append(in.env, "HERALD_PG_PORT="+strconv.Itoa(port))
+		in.Addr = "127.0.0.1:" + strconv.Itoa(port)
+	default:
+		t.Fatalf("privatestack: unknown service %q", s)
+	}
+	t.Cleanup(func() {
+		if out, err := in.run("down", string(s)); err != nil {
+			t.Errorf("privatestack: stop %s in %s: %v\n%s", s, dir, err, out)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	in.Up(t)
+	return in
+}
+
+// Up starts the instance again after Down (a no-op when it runs) and waits until it is ready.
+func (in *Instance) Up(t testing.TB) {
+	t.Helper()
+	if out, err := in.run("up", string(in.Service)); err != nil {
+		t.Fatalf("privatestack: start %s in %s: %v\n%s", in.Service, in.Dir, err, out)
+	}
+}
+
+// Down stops the instance: SIGTERM (Kafka: controlled shutdown; PostgreSQL: fast shutdown),
+// SIGKILL after a timeout. Its data stays for the next Up.
+func (in *Instance) Down(t testing.TB) {
+	t.Helper()
+	if out, err := in.run("down", string(in.Service)); err != nil {
+		t.Fatalf("privatestack: stop %s in %s: %v\n%s", in.Service, in.Dir, err, out)
+	}
+}
+
+// Pid is the process id of the running service (e.g. to SIGSTOP a broker and simulate a hang).
+func (in *Instance) Pid(t testing.TB) int {
+	t.Helper()
+	file := filepath.Join(in.Dir, string(in.Service), string(in.Service)+".pid")
+	if in.Service == Postgres {
+		file = filepath.Join(in.Dir, "postgres", "data", "postmaster.pid")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("privatestack: pid of %s: %v", in.Service, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("privatestack: pid of %s in %s: %v", in.Service, file, err)
+	}
+	return pid
+}
+
+func (in *Instance) run(args ...string) ([]byte, error) {
+	cmd := exec.Command("bash", append([]string{script()}, args...)...)
+	cmd.Env = in.env
+	cmd.WaitDelay = 5 * time.Second
+	return cmd.CombinedOutput()
+}
+
+// script is deploy/local/stack.sh, found next to this source file.
+func script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "stack.sh")
+}
+
+var portsMu sync.Mutex
+
+// freePorts picks n ports in [20000, 32000) that nothing listens on now. Ports below 32768
+// cannot be taken meanwhile by a socket bound to port 0 (an ephemeral port).
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("privatestack: no free port in [20000, 32000)")
+		}
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		dup := false
+		for _, q := range ports {
+			dup = dup || q == p
+		}
+		if !dup {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}

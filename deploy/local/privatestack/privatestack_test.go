@@ -1,0 +1,98 @@
+package privatestack
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Each test proves the point of the package: the service answers, is really gone after Down
+// (while the shared stack keeps running), and answers again after Up with its data kept.
+
+func TestRedisDownUp(t *testing.T) {
+	t.Parallel()
+	in := Start(t, Redis)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: in.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer rdb.Close()
+
+	require.NoError(t, rdb.Ping(ctx).Err())
+	in.Down(t)
+	require.Error(t, rdb.Ping(ctx).Err(), "redis still answers after Down")
+	in.Up(t)
+	require.NoError(t, rdb.Ping(ctx).Err())
+}
+
+func TestPostgresDownUp(t *testing.T) {
+	t.Parallel()
+	in := Start(t, Postgres)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	query := func() (string, error) {
+		conn, err := pgx.Connect(ctx, in.URL())
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close(ctx)
+		var wal string
+		err = conn.QueryRow(ctx, "SHOW wal_level").Scan(&wal)
+		return wal, err
+	}
+	wal, err := query()
+	require.NoError(t, err)
+	require.Equal(t, "logical", wal)
+
+	in.Down(t)
+	_, err = query()
+	require.Error(t, err, "postgres still answers after Down")
+	in.Up(t)
+	wal, err = query()
+	require.NoError(t, err)
+	require.Equal(t, "logical", wal)
+}
+
+func TestKafkaDownUp(t *testing.T) {
+	t.Parallel()
+	in := Start(t, Kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	topics := func() (kadm.TopicDetails, error) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(in.Addr), kgo.RequestRetries(0),
+			kgo.DialTimeout(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer rcancel()
+		return kadm.NewClient(cl).ListTopics(rctx)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.Addr))
+	require.NoError(t, err)
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "private_stack_probe")
+	cl.Close()
+	require.NoError(t, err)
+
+	in.Down(t)
+	_, err = topics()
+	require.Error(t, err, "kafka still answers after Down")
+
+	in.Up(t)
+	got, err := topics()
+	require.NoError(t, err)
+	require.True(t, got.Has("private_stack_probe"), "the topic did not survive the restart: %v", got.Names())
+}

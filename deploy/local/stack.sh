@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# herald's local stack: PostgreSQL 15 (logical replication), Redis, Apache Kafka 4 (KRaft,
+# single node) and, on request, mailpit. No Docker: Debian packages, Maven Central jars and
+# the Go module proxy. All state lives under $HERALD_STACK_DIR (default <repo>/.stack); every
+# service listens on 127.0.0.1 on a non-default port. See docs/local-stack.md.
+#
+#   stack.sh up [service...]     start what is not running (default: postgres redis kafka)
+#   stack.sh down [service...]   stop (default: everything that runs)
+#   stack.sh status              one line per service; exit 3 when a default service is down
+#   stack.sh env                 export lines for tests and for `herald serve`
+#   stack.sh logs SERVICE [-f]   the tail of a service's log (-f follows it)
+#   stack.sh is-up SERVICE       exit 0 when SERVICE runs in this stack dir
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+STACK="${HERALD_STACK_DIR:-$REPO/.stack}"
+mkdir -p "$STACK"
+STACK="$(cd "$STACK" && pwd)"
+
+PG_PORT="${HERALD_PG_PORT:-55432}"
+REDIS_PORT="${HERALD_REDIS_PORT:-56379}"
+KAFKA_PORT="${HERALD_KAFKA_PORT:-59092}"
+KAFKA_CONTROLLER_PORT="${HERALD_KAFKA_CONTROLLER_PORT:-59093}"
+KAFKA_HEAP="${HERALD_KAFKA_HEAP:-1g}"
+KAFKA_VERSION="${HERALD_KAFKA_VERSION:-4.1.1}"
+KAFKA_CLUSTER_ID="${HERALD_KAFKA_CLUSTER_ID:-aGVyYWxkLWxvY2FsLWthZg}"
+KAFKA_READY_TIMEOUT="${HERALD_KAFKA_READY_TIMEOUT:-90}"
+STOP_TIMEOUT="${HERALD_STOP_TIMEOUT:-60}"
+MAILPIT_VERSION="${HERALD_MAILPIT_VERSION:-v1.33.1}"
+MAILPIT_SMTP_PORT="${HERALD_MAILPIT_SMTP_PORT:-51025}"
+MAILPIT_UI_PORT="${HERALD_MAILPIT_UI_PORT:-58025}"
+
+PG_BIN=/usr/lib/postgresql/15/bin
+DEFAULT_SERVICES=(postgres redis kafka)
+ALL_SERVICES=(postgres redis kafka mailpit)
+
+# shellcheck source=deploy/local/lib.sh
+source "$HERE/lib.sh"
+# shellcheck source=deploy/local/postgres.sh
+source "$HERE/postgres.sh"
+# shellcheck source=deploy/local/redis.sh
+source "$HERE/redis.sh"
+# shellcheck source=deploy/local/kafka.sh
+source "$HERE/kafka.sh"
+# shellcheck source=deploy/local/mailpit.sh
+source "$HERE/mailpit.sh"
+
+check_service() {
+	case "$1" in
+	postgres | redis | kafka | mailpit) ;;
+	*) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
+	esac
+}
+
+cmd_up() {
+	local services=("$@")
+	[ ${#services[@]} -gt 0 ] || services=("${DEFAULT_SERVICES[@]}")
+	local s
+	for s in "${services[@]}"; do check_service "$s"; done
+	lock_stack
+	for s in "${services[@]}"; do "${s}_up"; done
+}
+
+cmd_down() {
+	local services=("$@")
+	[ ${#services[@]} -gt 0 ] || services=(mailpit kafka redis postgres)
+	local s
+	for s in "${services[@]}"; do check_service "$s"; done
+	lock_stack
+	for s in "${services[@]}"; do "${s}_down"; done
+}
+
+cmd_status() {
+	local s rc=0
+	echo "stack dir: $STACK"
+	for s in "${ALL_SERVICES[@]}"; do
+		if "${s}_running"; then
+			printf '  %-9s up    %s\n' "$s" "$("${s}_describe")"
+		else
+			printf '  %-9s down\n' "$s"
+			case " ${DEFAULT_SERVICES[*]} " in *" $s "*) rc=3 ;; esac
+		fi
+	done
+	return $rc
+}
+
+cmd_env() {
+	cat <<EOF
+export HERALD_TEST_POSTGRES_URL='postgres://postgres@127.0.0.1:${PG_PORT}/postgres?sslmode=disable'
+export HERALD_TEST_KAFKA_BROKERS='127.0.0.1:${KAFKA_PORT}'
+export HERALD_TEST_REDIS_ADDR='127.0.0.1:${REDIS_PORT}'
+export HERALD_DATABASE_URL='postgres://postgres@127.0.0.1:${PG_PORT}/herald?sslmode=disable'
+export HERALD_KAFKA_BROKERS='127.0.0.1:${KAFKA_PORT}'
+export HERALD_REDIS_ADDR='127.0.0.1:${REDIS_PORT}'
+EOF
+	if mailpit_running; then
+		echo "export HERALD_SMTP_ADDR='127.0.0.1:${MAILPIT_SMTP_PORT}'"
+	fi
+}
+
+cmd_logs() {
+	[ $# -ge 1 ] || die "usage: stack.sh logs SERVICE [-f]"
+	check_service "$1"
+	local log
+	log="$("${1}_log")"
+	[ -f "$log" ] || die "$1 has no log yet ($log)"
+	if [ "${2:-}" = "-f" ]; then
+		exec tail -n 100 -F "$log"
+	fi
+	tail -n "${HERALD_LOG_LINES:-100}" "$log"
+}
+
+usage() {
+	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+	local cmd="${1:-}"
+	[ $# -gt 0 ] && shift
+	case "$cmd" in
+	up) cmd_up "$@" ;;
+	down) cmd_down "$@" ;;
+	status) cmd_status ;;
+	env) cmd_env ;;
+	logs) cmd_logs "$@" ;;
+	is-up)
+		[ $# -eq 1 ] || die "usage: stack.sh is-up SERVICE"
+		check_service "$1"
+		"${1}_running"
+		;;
+	-h | --help | help) usage ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"
