@@ -1,0 +1,227 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/heraldhq/herald"
+)
+
+// Config configures the dispatch workers. Zero values take the defaults noted on each field;
+// withDefaults fills them in one place and validate checks the result.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// Lanes configures each priority's lane. A missing priority gets its defaults.
+	Lanes map[herald.Priority]LaneConfig
+	// RetryPolicies is the retry policy per channel. A missing channel gets DefaultRetryPolicy.
+	RetryPolicies map[herald.Channel]RetryPolicy
+	// RateLimits is the limit of each provider account, in provider calls per second, keyed
+	// by Sender.Provider() (e.g. "sms:twilio"). A provider without an entry is not limited.
+	RateLimits map[string]int
+	// RateShares is the share of a provider's limit each priority may use, in (0, 1].
+	// Default: LOW 0.6, NORMAL 0.9, HIGH 1.0.
+	RateShares map[herald.Priority]float64
+	// RateWindowMargin lengthens the rate-limit window past one second, to absorb the time
+	// between the limiter's decision and the provider call (the reply crossing the network,
+	// a busy scheduler). Default 50 ms, which costs 5 % of a saturated limit's throughput.
+	RateWindowMargin time.Duration
+	// DegradedProcesses is the largest number of herald dispatch processes that may run at
+	// once. While Redis is unreachable each process admits at most limit/DegradedProcesses
+	// calls per window and provider, so that together they stay under the limit. Default 4.
+	DegradedProcesses int
+	// RedisTimeout bounds each Redis call; past it Redis counts as down and dispatch runs in
+	// degraded mode until a probe succeeds. Default 250 ms.
+	RedisTimeout time.Duration
+	// RedisPrefix prefixes every Redis key dispatch writes. Default "herald:".
+	RedisPrefix string
+	// SendTimeout bounds one provider call. It must stay well below the reaper's lease for
+	// SENDING rows (5 min), so that a reaped row's earlier call has certainly ended.
+	// Default 30 s.
+	SendTimeout time.Duration
+	// ShutdownTimeout is how long Run waits, once its context is cancelled, for in-flight
+	// deliveries to finish before it cancels them. Default 20 s.
+	ShutdownTimeout time.Duration
+	// CommitInterval is how often processed offsets are committed. Default 200 ms.
+	CommitInterval time.Duration
+	// Renderer renders message content. Default: DefaultRenderer.
+	Renderer Renderer
+	// ClientOptions are extra franz-go options for every lane's client (TLS, SASL, ...).
+	ClientOptions []kgo.Opt
+}
+
+// LaneConfig configures one priority lane.
+type LaneConfig struct {
+	// Topic is the Kafka topic. Default notifications.high / .normal / .low.
+	Topic string
+	// Group is the consumer group. Default herald-dispatch-high / -normal / -low.
+	Group string
+	// Concurrency is the number of deliveries processed at once; it may exceed the
+	// partition count. Default HIGH 12, NORMAL 6, LOW 2.
+	Concurrency int
+	// RateWait is how long a rate-limited delivery waits in its lane for capacity before it
+	// is deferred with next_attempt_at (which never uses up an attempt). Negative: defer at
+	// once. Default HIGH 2 s, NORMAL 5 s, LOW 10 s.
+	RateWait time.Duration
+	// RetryAmbiguous says whether an ambiguous outcome (the provider may have taken the
+	// message) is retried, risking a duplicate, or ends FAILED. Default: true for HIGH and
+	// NORMAL, false for LOW. Nil means the default.
+	RetryAmbiguous *bool
+}
+
+// RetryPolicy is the retry schedule of one channel: attempt n (1-based) that fails
+// transiently is retried after a delay drawn uniformly from [0, min(Max, Base·2^(n-1))]
+// ("full jitter"), or after the provider's Retry-After when that is longer.
+type RetryPolicy struct {
+	// Base is the first delay's upper bound. Default 2 s.
+	Base time.Duration
+	// Max caps every delay's upper bound. Default 5 min.
+	Max time.Duration
+	// MaxAttempts is the number of attempts before the delivery ends FAILED. Default 6.
+	MaxAttempts int
+}
+
+// DefaultRetryPolicy is the policy of a channel without its own.
+var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}
+
+var defaultLanes = map[herald.Priority]LaneConfig{
+	herald.PriorityHigh:   {Topic: "notifications.high", Group: "herald-dispatch-high", Concurrency: 12, RateWait: 2 * time.Second},
+	herald.PriorityNormal: {Topic: "notifications.normal", Group: "herald-dispatch-normal", Concurrency: 6, RateWait: 5 * time.Second},
+	herald.PriorityLow:    {Topic: "notifications.low", Group: "herald-dispatch-low", Concurrency: 2, RateWait: 10 * time.Second},
+}
+
+var defaultShares = map[herald.Priority]float64{
+	herald.PriorityHigh: 1.0, herald.PriorityNormal: 0.9, herald.PriorityLow: 0.6,
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	lanes := make(map[herald.Priority]LaneConfig, len(herald.Priorities))
+	for _, p := range herald.Priorities {
+		l, d := c.Lanes[p], defaultLanes[p]
+		if l.Topic == "" {
+			l.Topic = d.Topic
+		}
+		if l.Group == "" {
+			l.Group = d.Group
+		}
+		if l.Concurrency == 0 {
+			l.Concurrency = d.Concurrency
+		}
+		if l.RateWait == 0 {
+			l.RateWait = d.RateWait
+		}
+		if l.RetryAmbiguous == nil {
+			retry := p != herald.PriorityLow
+			l.RetryAmbiguous = &retry
+		}
+		lanes[p] = l
+	}
+	c.Lanes = lanes
+
+	policies := make(map[herald.Channel]RetryPolicy, len(herald.Channels))
+	for _, ch := range herald.Channels {
+		rp := c.RetryPolicies[ch]
+		if rp.Base == 0 {
+			rp.Base = DefaultRetryPolicy.Base
+		}
+		if rp.Max == 0 {
+			rp.Max = DefaultRetryPolicy.Max
+		}
+		if rp.MaxAttempts == 0 {
+			rp.MaxAttempts = DefaultRetryPolicy.MaxAttempts
+		}
+		policies[ch] = rp
+	}
+	c.RetryPolicies = policies
+
+	shares := make(map[herald.Priority]float64, len(herald.Priorities))
+	for _, p := range herald.Priorities {
+		s, ok := c.RateShares[p]
+		if !ok {
+			s = defaultShares[p]
+		}
+		shares[p] = s
+	}
+	c.RateShares = shares
+
+	if c.RateWindowMargin == 0 {
+		c.RateWindowMargin = 50 * time.Millisecond
+	}
+	if c.DegradedProcesses == 0 {
+		c.DegradedProcesses = 4
+	}
+	if c.RedisTimeout == 0 {
+		c.RedisTimeout = 250 * time.Millisecond
+	}
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = "herald:"
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 30 * time.Second
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 20 * time.Second
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 200 * time.Millisecond
+	}
+	if c.Renderer == nil {
+		c.Renderer = DefaultRenderer{}
+	}
+	return c
+}
+
+// maxSendTimeout keeps a provider call well inside the reaper's lease on SENDING rows.
+const maxSendTimeout = 4 * time.Minute
+
+func (c Config) validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no Kafka brokers"))
+	}
+	for p, l := range c.Lanes {
+		if l.Concurrency < 1 {
+			errs = append(errs, fmt.Errorf("lane %s: concurrency %d < 1", p, l.Concurrency))
+		}
+		// A claimed row stays SENDING through the rate-limit wait and the call; both must end
+		// well inside the reaper's lease on SENDING rows (5 min).
+		if l.RateWait+c.SendTimeout > maxSendTimeout+30*time.Second {
+			errs = append(errs, fmt.Errorf("lane %s: rate wait %v + send timeout %v > %v", p, l.RateWait, c.SendTimeout, maxSendTimeout+30*time.Second))
+		}
+	}
+	for ch, rp := range c.RetryPolicies {
+		if rp.Base < 0 || rp.Max < rp.Base || rp.MaxAttempts < 1 {
+			errs = append(errs, fmt.Errorf("retry policy %s: need 0 <= base <= max and attempts >= 1", ch))
+		}
+	}
+	for prov, n := range c.RateLimits {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("rate limit %s: %d < 1 per second", prov, n))
+		}
+	}
+	for p, s := range c.RateShares {
+		if s <= 0 || s > 1 {
+			errs = append(errs, fmt.Errorf("rate share %s: %v not in (0, 1]", p, s))
+		}
+	}
+	if c.RateWindowMargin < 0 {
+		errs = append(errs, errors.New("negative rate window margin"))
+	}
+	if c.RedisTimeout < 0 {
+		errs = append(errs, errors.New("negative redis timeout"))
+	}
+	if c.DegradedProcesses < 1 {
+		errs = append(errs, errors.New("degraded processes < 1"))
+	}
+	if c.SendTimeout < 0 || c.SendTimeout > maxSendTimeout {
+		errs = append(errs, fmt.Errorf("send timeout %v not in (0, %v]", c.SendTimeout, maxSendTimeout))
+	}
+	if c.ShutdownTimeout < 0 || c.CommitInterval < 0 {
+		errs = append(errs, errors.New("negative shutdown timeout or commit interval"))
+	}
+	return errors.Join(errs...)
+}

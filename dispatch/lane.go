@@ -1,0 +1,274 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+)
+
+// revokeWait bounds how long a revoke waits for the revoked partitions' in-flight
+// deliveries before it commits what is finished; it stays well under Kafka's rebalance
+// timeout (60 s by default).
+const revokeWait = 20 * time.Second
+
+// lane is one priority's consumer: its own kgo client and group, its own concurrency.
+// Nothing in one lane waits on another.
+type lane struct {
+	d       *Dispatcher
+	prio    herald.Priority
+	cfg     LaneConfig
+	log     *zap.Logger
+	attrs   metric.MeasurementOption
+	tracker *offsetTracker
+	stats   laneStats
+
+	cl       *kgo.Client
+	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
+	stopping chan struct{} // closed when the lane stops taking records
+}
+
+func newLane(d *Dispatcher, p herald.Priority) *lane {
+	return &lane{
+		d: d, prio: p, cfg: d.cfg.Lanes[p],
+		log:      d.log.With(zap.String("lane", string(p))),
+		attrs:    metric.WithAttributes(attribute.String("priority", string(p))),
+		tracker:  newOffsetTracker(),
+		stopping: make(chan struct{}),
+	}
+}
+
+func (l *lane) open() error {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(l.d.cfg.Brokers...),
+		kgo.ConsumerGroup(l.cfg.Group),
+		kgo.ConsumeTopics(l.cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsRevoked(l.onRevoked),
+		kgo.OnPartitionsLost(l.onLost),
+	}
+	cl, err := kgo.NewClient(append(opts, l.d.cfg.ClientOptions...)...)
+	if err != nil {
+		return err
+	}
+	l.cl = cl
+	return nil
+}
+
+// run polls and fans records out to at most Concurrency goroutines until ctx ends, then
+// drains: stop fetching, let in-flight deliveries finish within ShutdownTimeout (then cancel
+// them), commit, leave the group.
+func (l *lane) run(ctx context.Context) {
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, l.cfg.Concurrency)
+
+	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
+	commitsDone := make(chan struct{})
+	go func() {
+		defer close(commitsDone)
+		l.commitLoop(commitCtx)
+	}()
+
+poll:
+	for {
+		fetches := l.cl.PollRecords(ctx, l.cfg.Concurrency)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			break
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			l.log.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 && len(fetches.Errors()) > 0 {
+			// Kafka is unreachable or the group is rebalancing: do not spin on errors.
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		trs := make([]*tracked, len(recs))
+		for i, r := range recs {
+			trs[i] = l.tracker.add(r)
+		}
+		for i, r := range recs {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				break poll // not started: left uncommitted for the next owner
+			}
+			if !l.tracker.start(trs[i]) {
+				<-sem
+				continue
+			}
+			wg.Add(1)
+			go func(r *kgo.Record, tr *tracked) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if l.handle(workCtx, r) {
+					l.tracker.done(tr)
+				} // else cut off by the shutdown deadline: left uncommitted
+				l.stats.processed.Add(1)
+			}(r, trs[i])
+		}
+	}
+
+	close(l.stopping)
+	l.cl.PauseFetchTopics(l.cfg.Topic)
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	t := time.NewTimer(l.d.cfg.ShutdownTimeout)
+	select {
+	case <-drained:
+		t.Stop()
+	case <-t.C:
+		n, _ := l.tracker.inFlight(nil)
+		l.log.Warn("shutdown deadline: cancelling in-flight deliveries", zap.Int("in_flight", n))
+		cancelWork()
+		<-drained
+	}
+	stopCommits()
+	<-commitsDone
+	l.commit(context.WithoutCancel(ctx), nil)
+	l.cl.Close() // leaves the group; the final revoke commits nothing new
+}
+
+// handle processes one record. While the database is unreachable it retries (backing off
+// up to 5 s) for as long as the lane runs; any other error is retried a few times, then
+// logged and the record let go: its row stays PENDING, QUEUED or SENDING, which the reaper
+// and sweeper bring back. It returns false when the lane was stopped before the record was
+// settled, so that its offset is not committed.
+func (l *lane) handle(ctx context.Context, r *kgo.Record) bool {
+	backoff := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := l.process(ctx, r)
+		if ctx.Err() != nil {
+			return false // cut off: whatever it did, its row is the truth; the record stays uncommitted
+		}
+		if err == nil {
+			return true
+		}
+		if try >= 5 && !unreachable(err) {
+			l.log.Error("give up on record; the sweeper will republish its row", zap.String("topic", r.Topic),
+				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
+			return true
+		}
+		l.log.Warn("process record", zap.Int("try", try), zap.Error(err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// unreachable reports whether err says the database could not be reached (as opposed to a
+// query that failed).
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || pgconn.SafeToRetry(err)
+}
+
+func (l *lane) commitLoop(ctx context.Context) {
+	t := time.NewTicker(l.d.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l.commit(ctx, nil)
+		}
+	}
+}
+
+// commit synchronously commits the finished prefix of the given partitions (all when nil).
+func (l *lane) commit(ctx context.Context, parts map[string][]int32) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	offsets := l.tracker.uncommitted(parts)
+	if len(offsets) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var commitErr error
+	l.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		commitErr = err
+		if err == nil {
+			commitErr = responseError(resp)
+		}
+	})
+	if commitErr != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("commit offsets", zap.Error(commitErr))
+		}
+		return
+	}
+	l.tracker.committed(offsets)
+}
+
+// onRevoked waits (bounded) for the revoked partitions' in-flight deliveries, commits their
+// finished prefix with a blocking commit, and forgets them.
+func (l *lane) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	deadline := time.NewTimer(revokeWait)
+	defer deadline.Stop()
+wait:
+	for {
+		n, changed := l.tracker.inFlight(revoked)
+		if n == 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			l.log.Warn("revoke: committing without deliveries still in flight", zap.Int("in_flight", n))
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	l.commit(context.WithoutCancel(ctx), revoked)
+	l.tracker.drop(revoked)
+}
+
+// onLost forgets lost partitions without committing: another member may own them already.
+func (l *lane) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	l.tracker.drop(lost)
+}
+
+// responseError returns the first per-partition error of an offset commit response.
+func responseError(resp *kmsg.OffsetCommitResponse) error {
+	if resp == nil {
+		return nil
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heraldhq/herald"
+)
+
+// Cancelling Run while a provider call is in flight: the call finishes (it is not cut off),
+// its outcome is recorded, the offset is committed, and Run returns nil.
+func TestGracefulShutdownFinishesInFlightAndCommits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	s := &MemorySender{Latency: 500 * time.Millisecond}
+	d, err := New(cfg, e.pool, e.rdb, smsOnly(s), zaptest.NewLogger(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	called := s.Changed()
+	id := e.insert(delivery{})
+	e.publish(id)
+	select {
+	case <-called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sender never called")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	st, _ := e.state(id)
+	require.Equal(t, herald.StatusSent, st, "the in-flight send finished and was recorded")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer acancel()
+	group := cfg.Lanes[herald.PriorityHigh].Group
+	committed, err := adm.FetchOffsets(actx, group)
+	require.NoError(t, err)
+	ends, err := adm.ListEndOffsets(actx, e.topics[herald.PriorityHigh])
+	require.NoError(t, err)
+	var produced, covered int64
+	ends.Each(func(o kadm.ListedOffset) {
+		produced += o.Offset
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok {
+			covered += c.At
+		}
+	})
+	require.Equal(t, int64(1), produced)
+	require.Equal(t, produced, covered, "the processed record's offset was committed before leaving")
+}
