@@ -23,6 +23,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"serve":   runServe,
 	"migrate": runMigrate,
 	"apikey":  runAPIKey,
+	"sim":     runSim,
 }
 
 func main() {

@@ -36,6 +36,8 @@ type serveConfig struct {
 	Topics          topicConfig
 	Relay           relayFlags
 	Dispatch        dispatchFlags
+	Groups          groupFlags
+	Senders         senderFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -48,6 +50,8 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Topics.register(f)
 	c.Relay.register(f)
 	c.Dispatch.register(f)
+	c.Groups.register(f)
+	c.Senders.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -179,7 +183,9 @@ func newRelay(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*cdc.Relay, f
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
 	}
-	relay, err := cdc.New(c.Relay.config(c.Topics), pool, kcl, log)
+	rcfg := c.Relay.config(c.Topics)
+	c.Groups.applyRelay(&rcfg)
+	relay, err := cdc.New(rcfg, pool, kcl, log)
 	if err != nil {
 		kcl.Close()
 		return nil, nil, fmt.Errorf("relay: %w", err)
@@ -192,11 +198,18 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 	if err != nil {
 		return nil, nil, err
 	}
+	c.Groups.applyDispatch(&cfg)
+	cfg.Renderer = templateRenderer{}
+	snd, closeSenders, err := c.Senders.build(log)
+	if err != nil {
+		return nil, nil, err
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
-	d, err := dispatch.New(cfg, pool, rdb, dispatch.NewLogSenders(log), log)
+	d, err := dispatch.New(cfg, pool, rdb, snd, log)
 	if err != nil {
 		rdb.Close()
+		closeSenders()
 		return nil, nil, fmt.Errorf("dispatch: %w", err)
 	}
-	return d, func() { rdb.Close() }, nil
+	return d, func() { rdb.Close(); closeSenders() }, nil
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make run`: the local stack (with mailpit when it can be had), the herald binary, migrations,
-# a fresh development API key and a curl example, then `herald serve` in the foreground with
-# every role. Ctrl-C stops herald; the stack keeps running (`make stack-down` stops it).
+# a fresh development API key, the provider simulator (`herald sim`, in the background) and
+# curl examples, then `herald serve` in the foreground with every role and real senders aimed
+# at the simulator (SMS, push, webhook) and at mailpit (e-mail; the simulator's SMTP sink when
+# mailpit is not available). Ctrl-C stops herald and the simulator; the stack keeps running
+# (`make stack-down` stops it).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,11 +19,36 @@ if ! "$STACK_SH" up mailpit; then
 fi
 eval "$("$STACK_SH" env)"
 export HERALD_HTTP_ADDR="${HERALD_HTTP_ADDR:-127.0.0.1:8080}"
+mailpit_smtp="${HERALD_SMTP_ADDR:-}"
 
 echo "run: building bin/herald" >&2
 go build -o "$HERALD" ./cmd/herald
 
 "$HERALD" migrate
+
+# The provider simulator writes the settings that point herald's senders at it to
+# $SIM_DIR/herald.env (and removes the file when it stops).
+SIM_DIR="${HERALD_SIM_DIR:-${HERALD_STACK_DIR:-$REPO/.stack}/sim}"
+mkdir -p "$SIM_DIR"
+rm -f "$SIM_DIR/herald.env"
+"$HERALD" sim --sim-dir "$SIM_DIR" >"$SIM_DIR/sim.log" 2>&1 &
+sim_pid=$!
+trap 'kill "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+	[ -f "$SIM_DIR/herald.env" ] && break
+	kill -0 "$sim_pid" 2>/dev/null || { cat "$SIM_DIR/sim.log" >&2; echo "run: herald sim exited" >&2; exit 1; }
+	sleep 0.1
+done
+[ -f "$SIM_DIR/herald.env" ] || { cat "$SIM_DIR/sim.log" >&2; echo "run: herald sim wrote no env file" >&2; exit 1; }
+set -a
+# shellcheck disable=SC1091
+. "$SIM_DIR/herald.env"
+set +a
+if [ -n "$mailpit_smtp" ]; then
+	# E-mail goes to mailpit (plain SMTP, no AUTH needed) so that it shows in its web UI.
+	export HERALD_SMTP_ADDR="$mailpit_smtp" HERALD_SMTP_TLS_POLICY=none
+	unset HERALD_SMTP_USERNAME HERALD_SMTP_PASSWORD
+fi
 
 created="$("$HERALD" apikey create --name "dev-$(date -u +%Y%m%dT%H%M%SZ)")"
 key="$(sed -n 's/^api key: *//p' <<<"$created" | head -n 1)"
@@ -34,28 +62,46 @@ base="http://$HERALD_HTTP_ADDR"
 cat <<EOF
 
 ==============================================================================
-herald on $base  (Ctrl-C stops herald; the stack keeps running)
+herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running)
 dev API key: $key
+provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
 
-# a template (once), a notification, its status:
-curl -sS -X PUT $base/api/templates/welcome \\
+# once: a template with content for every channel, and a user with every contact
+curl -sS -X PUT $base/api/templates/otp \\
   -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
-  -d '{"category": "account", "channels": ["EMAIL", "SMS"], "content": {"locales": {"default": {
-        "email": {"subject": "Welcome, {{.name}}", "text": "Hello {{.name}}!"},
-        "sms": {"text": "Hello {{.name}}!"}}}}}'
+  -d '{"category": "security", "channels": ["PUSH", "EMAIL", "SMS", "WEBHOOK"], "content": {
+        "PUSH":    {"default": {"title": "Your code", "body": "Code {{.code}}"}},
+        "EMAIL":   {"default": {"subject": "Your code {{.code}}", "text": "Your code is {{.code}}.",
+                                "html": "<p>Your code is <b>{{.code}}</b>.</p>"}},
+        "SMS":     {"default": {"text": "Your code is {{.code}}"}},
+        "WEBHOOK": {"default": {"json": {"event": "otp", "code": "{{.code}}"}}}}}'
 
-curl -sS -X POST $base/api/notifications \\
-  -H "Authorization: Bearer $key" -H "Idempotency-Key: \$(date +%s%N)" \\
-  -H 'Content-Type: application/json' \\
-  -d '{"userId": 42, "template": "welcome", "channels": ["EMAIL"],
-       "to": {"email": "dev@example.com"}, "payload": {"name": "Ada"}}'
+curl -sS -X PUT $base/api/users/42 \\
+  -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
+  -d '{"email": "ada@example.com", "phone": "+447700900123", "webhookUrl": "${HERALD_SIM_WEBHOOK_URL}ada",
+       "pushTokens": [{"token": "fcm-dev-token", "platform": "FCM"},
+                      {"token": "$(printf '%064d' 42)", "platform": "APNS"}]}'
+
+# an OTP on each channel, one notification per channel:
+for CHANNEL in SMS EMAIL PUSH WEBHOOK; do
+  curl -sS -X POST $base/api/notifications \\
+    -H "Authorization: Bearer $key" -H "Idempotency-Key: otp-\$CHANNEL-\$(date +%s%N)" \\
+    -H 'Content-Type: application/json' \\
+    -d '{"userId": 42, "template": "otp", "channels": ["'\$CHANNEL'"], "priority": "HIGH",
+         "payload": {"code": "123456"}}'; echo
+done
 
 curl -sS $base/api/notifications/<id> -H "Authorization: Bearer $key"
+curl -sS $HERALD_SIM_URL/records    # what the simulated providers received
+curl -sS $HERALD_SIM_URL/stats      # per provider: requests, outcomes, duplicates
 EOF
-if [ -n "${HERALD_SMTP_ADDR:-}" ]; then
+if [ -n "$mailpit_smtp" ]; then
 	echo "mail sent by herald: http://127.0.0.1:${HERALD_MAILPIT_UI_PORT:-58025}"
+else
+	echo "mailpit is not running: e-mail goes to the simulator's SMTP sink ($HERALD_SMTP_ADDR)"
 fi
 echo "=============================================================================="
 echo
 
-exec "$HERALD" serve
+# Not exec: the EXIT trap stops the simulator once herald has stopped.
+"$HERALD" serve

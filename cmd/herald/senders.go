@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/senders"
+	"github.com/heraldhq/herald/senders/apns"
+	"github.com/heraldhq/herald/senders/fcm"
+	"github.com/heraldhq/herald/senders/push"
+	"github.com/heraldhq/herald/senders/smtp"
+	"github.com/heraldhq/herald/senders/templates"
+	"github.com/heraldhq/herald/senders/twilio"
+	"github.com/heraldhq/herald/senders/webhook"
+)
+
+// Sender modes of --senders.
+const (
+	sendersLog       = "log"
+	sendersProviders = "providers"
+)
+
+// senderFlags maps flags onto the provider senders. With --senders providers, a channel gets
+// its sender when its provider is configured (webhook signing secret, Twilio account SID,
+// SMTP address, FCM key file or APNs key file); a channel without one ends its deliveries
+// FAILED (NO_SENDER), which is logged at start.
+type senderFlags struct {
+	Mode   string
+	CAFile string
+
+	Webhook   webhook.Config
+	Twilio    twilio.Config
+	SMTPAddr  string
+	SMTP      smtp.Config
+	FCMFile   string
+	FCM       fcm.Config
+	APNsFile  string
+	APNs      apns.Config
+	PushConns int
+}
+
+func (s *senderFlags) register(f *envFlags) {
+	f.String(&s.Mode, "senders", sendersLog, "senders: log (log each delivery, call no provider) or providers (the providers configured by the flags below)")
+	f.String(&s.CAFile, "sender-ca-file", "", "PEM file of extra trusted roots for every provider connection (a private CA, the simulator's sim.pem)")
+
+	f.secret(&s.Webhook.SigningSecret, "webhook-signing-secret", "HMAC-SHA256 key webhooks are signed with; enables WEBHOOK")
+	f.Bool(&s.Webhook.AllowHTTP, "webhook-allow-http", false, "allow plain http:// webhook URLs (development only)")
+	f.Bool(&s.Webhook.AllowPrivateNetworks, "webhook-allow-private-networks", false, "allow webhook URLs resolving to loopback or private addresses (development only)")
+
+	f.String(&s.Twilio.AccountSID, "twilio-account-sid", "", "Twilio account SID (AC...); enables SMS")
+	f.String(&s.Twilio.Username, "twilio-api-key", "", "Twilio API key SID to authenticate with (default: the account SID)")
+	f.secret(&s.Twilio.Password, "twilio-auth-token", "Twilio auth token, or the API key's secret")
+	f.String(&s.Twilio.From, "twilio-from", "", "sender number (E.164) or alphanumeric sender id")
+	f.String(&s.Twilio.MessagingServiceSID, "twilio-messaging-service-sid", "", "Twilio messaging service (MG...), instead of --twilio-from")
+	f.String(&s.Twilio.BaseURL, "twilio-base-url", "https://api.twilio.com", "Twilio API root")
+
+	f.String(&s.SMTPAddr, "smtp-addr", "", "SMTP submission server host:port (STARTTLS; port 465 is not supported); enables EMAIL")
+	f.String(&s.SMTP.Username, "smtp-username", "", "SMTP AUTH user (none: no AUTH)")
+	f.secret(&s.SMTP.Password, "smtp-password", "SMTP AUTH password")
+	f.String(&s.SMTP.From, "smtp-from", "", `envelope and header sender, e.g. "Herald <no-reply@example.com>"`)
+	f.String(&s.SMTP.TLSPolicy, "smtp-tls-policy", smtp.TLSMandatory, "STARTTLS: mandatory, opportunistic or none (local sinks only)")
+	f.String(&s.SMTP.MessageIDDomain, "smtp-message-id-domain", "herald", "right-hand side of Message-ID <delivery-id@domain>")
+	f.Int(&s.SMTP.MaxConns, "smtp-max-conns", 4, "open connections to the SMTP server, at most")
+
+	f.String(&s.FCMFile, "fcm-credentials-file", "", "FCM service-account key file (JSON); enables FCM push")
+	f.String(&s.FCM.ProjectID, "fcm-project-id", "", "Firebase project (default: project_id of the key file)")
+	f.String(&s.FCM.BaseURL, "fcm-base-url", "https://fcm.googleapis.com", "FCM API root")
+	f.String(&s.FCM.TokenURL, "fcm-token-url", "", "OAuth2 token endpoint (default: token_uri of the key file)")
+
+	f.String(&s.APNsFile, "apns-key-file", "", "APNs auth key (.p8); enables APNs push")
+	f.String(&s.APNs.KeyID, "apns-key-id", "", "id of the APNs auth key (10 characters)")
+	f.String(&s.APNs.TeamID, "apns-team-id", "", "Apple developer team id (10 characters)")
+	f.String(&s.APNs.Topic, "apns-topic", "", "the app's bundle id (apns-topic)")
+	f.String(&s.APNs.BaseURL, "apns-base-url", apns.Production, "APNs API root ("+apns.Sandbox+" for development builds)")
+	f.Int(&s.PushConns, "push-max-parallel", 8, "devices of one PUSH delivery sent to at once")
+}
+
+// build returns the sender of every configured channel and a function that closes them.
+func (s *senderFlags) build(log *zap.Logger) (map[herald.Channel]dispatch.Sender, func(), error) {
+	switch s.Mode {
+	case sendersLog:
+		log.Warn("senders: log mode, no provider is called (--senders providers to send)")
+		return dispatch.NewLogSenders(log), func() {}, nil
+	case sendersProviders:
+	default:
+		return nil, nil, fmt.Errorf("--senders: %q is neither %s nor %s", s.Mode, sendersLog, sendersProviders)
+	}
+	out := map[herald.Channel]dispatch.Sender{}
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	fail := func(err error) (map[herald.Channel]dispatch.Sender, func(), error) {
+		closeAll()
+		return nil, nil, err
+	}
+
+	if s.Webhook.SigningSecret != "" {
+		cfg := s.Webhook
+		cfg.HTTP.CAFile = s.CAFile
+		w, err := webhook.New(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		out[herald.ChannelWebhook], closers = w, append(closers, w.Close)
+	}
+	if s.Twilio.AccountSID != "" {
+		cfg := s.Twilio
+		cfg.HTTP.CAFile = s.CAFile
+		tw, err := twilio.New(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		out[herald.ChannelSMS], closers = tw, append(closers, tw.Close)
+	}
+	if s.SMTPAddr != "" {
+		cfg := s.SMTP
+		host, port, err := net.SplitHostPort(s.SMTPAddr)
+		if err != nil {
+			return fail(fmt.Errorf("--smtp-addr %q: want host:port: %w", s.SMTPAddr, err))
+		}
+		if cfg.Port, err = strconv.Atoi(port); err != nil {
+			return fail(fmt.Errorf("--smtp-addr %q: bad port", s.SMTPAddr))
+		}
+		cfg.Host, cfg.CAFile = host, s.CAFile
+		m, err := smtp.New(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		out[herald.ChannelEmail], closers = m, append(closers, m.Close)
+	}
+	platforms := map[string]push.PlatformSender{}
+	if s.FCMFile != "" {
+		cfg := s.FCM
+		cfg.HTTP.CAFile = s.CAFile
+		var err error
+		if cfg.CredentialsJSON, err = os.ReadFile(s.FCMFile); err != nil {
+			return fail(fmt.Errorf("--fcm-credentials-file: %w", err))
+		}
+		p, err := fcm.New(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		platforms["FCM"], closers = p, append(closers, p.Close)
+	}
+	if s.APNsFile != "" {
+		cfg := s.APNs
+		cfg.HTTP.CAFile = s.CAFile
+		var err error
+		if cfg.KeyPEM, err = os.ReadFile(s.APNsFile); err != nil {
+			return fail(fmt.Errorf("--apns-key-file: %w", err))
+		}
+		p, err := apns.New(cfg, log)
+		if err != nil {
+			return fail(err)
+		}
+		platforms["APNS"], closers = p, append(closers, p.Close)
+	}
+	if len(platforms) > 0 {
+		p, err := push.New(push.Config{MaxParallel: s.PushConns}, platforms, log)
+		if err != nil {
+			return fail(err)
+		}
+		out[herald.ChannelPush] = p
+	}
+	if len(out) == 0 {
+		return fail(errors.New("--senders providers: no provider is configured (see herald serve -h: webhook-*, twilio-*, smtp-*, fcm-*, apns-*)"))
+	}
+	s.logChannels(log, out)
+	return out, closeAll, nil
+}
+
+// logChannels says which provider serves each channel; it names no credential.
+func (s *senderFlags) logChannels(log *zap.Logger, out map[herald.Channel]dispatch.Sender) {
+	missing := map[herald.Channel]string{
+		herald.ChannelPush:    "--fcm-credentials-file or --apns-key-file",
+		herald.ChannelEmail:   "--smtp-addr",
+		herald.ChannelSMS:     "--twilio-account-sid",
+		herald.ChannelWebhook: "--webhook-signing-secret",
+	}
+	for _, ch := range herald.Channels {
+		if snd, ok := out[ch]; ok {
+			log.Info("sender", zap.String("channel", string(ch)), zap.String("provider", snd.Provider()))
+		} else {
+			log.Warn("no sender: deliveries of this channel end FAILED", zap.String("channel", string(ch)),
+				zap.String("configure", missing[ch]))
+		}
+	}
+}
+
+// templateRenderer is dispatch's Renderer on senders/templates. A template stored without
+// content ({} or null) renders as dispatch.DefaultRenderer does (its name as the text, the
+// payload as the webhook body), and a WEBHOOK delivery whose template has no WEBHOOK content
+// gets the sender's envelope; any other failure (a missing variable, no content for the
+// channel) ends the delivery FAILED.
+type templateRenderer struct{}
+
+func (templateRenderer) Render(ctx context.Context, t dispatch.Template, locale string, ch herald.Channel, payload json.RawMessage) (senders.Content, error) {
+	if emptyContent(t.Content) {
+		return dispatch.DefaultRenderer{}.Render(ctx, t, locale, ch, payload)
+	}
+	c, err := templates.Render(t.Content, locale, ch, payload)
+	if err != nil && ch == herald.ChannelWebhook && errors.Is(err, templates.ErrNoContent) {
+		return senders.Content{}, nil
+	}
+	if err != nil {
+		return senders.Content{}, fmt.Errorf("template %s: %w", t.Name, err)
+	}
+	return c, nil
+}
+
+func emptyContent(c json.RawMessage) bool {
+	s := strings.TrimSpace(string(c))
+	if s == "" || s == "null" {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(c, &m) == nil && len(m) == 0
+}
+
+// Bool registers a boolean flag whose default comes from its HERALD_* variable ("true",
+// "1", "false", ...).
+func (f *envFlags) Bool(p *bool, name string, def bool, usage string) {
+	if v, ok := f.env(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s: %w", envName(name), err))
+		} else {
+			def = b
+		}
+	}
+	f.BoolVar(p, name, def, f.usage(name, usage))
+}
+
+// secret registers a string flag for a credential: like String, but its value (from the
+// variable or the command line) is never printed, not even as the default in -h.
+func (f *envFlags) secret(p *string, name, usage string) {
+	if v, ok := f.env(name); ok {
+		*p = v
+	}
+	f.Func(name, f.usage(name, usage)+" (secret; prefer the variable to the flag)", func(s string) error {
+		*p = s
+		return nil
+	})
+}
