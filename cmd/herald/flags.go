@@ -88,6 +88,32 @@ func (f *envFlags) Duration(p *time.Duration, name string, def time.Duration, us
 	f.DurationVar(p, name, def, f.usage(name, usage))
 }
 
+// Bool registers a boolean flag whose default comes from its HERALD_* variable ("true",
+// "1", "false", ...).
+func (f *envFlags) Bool(p *bool, name string, def bool, usage string) {
+	if v, ok := f.env(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s: %w", envName(name), err))
+		} else {
+			def = b
+		}
+	}
+	f.BoolVar(p, name, def, f.usage(name, usage))
+}
+
+// secret registers a string flag for a credential: like String, but its value (from the
+// variable or the command line) is never printed, not even as the default in -h.
+func (f *envFlags) secret(p *string, name, usage string) {
+	if v, ok := f.env(name); ok {
+		*p = v
+	}
+	f.Func(name, f.usage(name, usage)+" (secret; prefer the variable to the flag)", func(s string) error {
+		*p = s
+		return nil
+	})
+}
+
 // Parse parses args and reports the first bad environment variable.
 func (f *envFlags) Parse(args []string) error {
 	if err := f.FlagSet.Parse(args); err != nil {

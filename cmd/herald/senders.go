@@ -229,29 +229,3 @@ func emptyContent(c json.RawMessage) bool {
 	var m map[string]json.RawMessage
 	return json.Unmarshal(c, &m) == nil && len(m) == 0
 }
-
-// Bool registers a boolean flag whose default comes from its HERALD_* variable ("true",
-// "1", "false", ...).
-func (f *envFlags) Bool(p *bool, name string, def bool, usage string) {
-	if v, ok := f.env(name); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			f.errs = append(f.errs, fmt.Errorf("%s: %w", envName(name), err))
-		} else {
-			def = b
-		}
-	}
-	f.BoolVar(p, name, def, f.usage(name, usage))
-}
-
-// secret registers a string flag for a credential: like String, but its value (from the
-// variable or the command line) is never printed, not even as the default in -h.
-func (f *envFlags) secret(p *string, name, usage string) {
-	if v, ok := f.env(name); ok {
-		*p = v
-	}
-	f.Func(name, f.usage(name, usage)+" (secret; prefer the variable to the flag)", func(s string) error {
-		*p = s
-		return nil
-	})
-}
