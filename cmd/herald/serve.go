@@ -47,6 +47,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
 	f.String(&c.RedisAddr, "redis-addr", "127.0.0.1:56379", "Redis address")
 	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take to finish in-flight work")
+	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
 	c.Topics.register(f)
 	c.Relay.register(f)
 	c.Dispatch.register(f)
