@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -97,21 +98,46 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
 
-	resp, replayed, err := a.accept(ctx, clientFrom(ctx), key, in, carrier.Get("traceparent"))
+	res, err := a.accept(ctx, clientFrom(ctx), key, in, carrier.Get("traceparent"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/notifications/"+resp.ID)
-	if replayed {
+	w.Header().Set("Location", "/api/notifications/"+res.id)
+	if res.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusAccepted, resp)
+	writeJSONBytes(w, http.StatusAccepted, res.body)
+}
+
+// accepted is the outcome of accept: the notification id and the 202 body, encoded once.
+type accepted struct {
+	id       string
+	body     []byte
+	replayed bool
+}
+
+// answer encodes resp as the 202 body.
+func answer(resp *acceptedJSON, replayed bool) (accepted, error) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return accepted{}, fmt.Errorf("encode answer of notification %s: %w", resp.ID, err)
+	}
+	return accepted{id: resp.ID, body: b, replayed: replayed}, nil
+}
+
+// replayAnswer is replay encoded as the 202 body.
+func replayAnswer(hash, storedHash, storedResp []byte) (accepted, error) {
+	resp, err := replay(hash, storedHash, storedResp)
+	if err != nil {
+		return accepted{}, err
+	}
+	return answer(resp, true)
 }
 
 // accept stores the notification and its deliveries in one transaction, or finds the
 // earlier answer for the same Idempotency-Key.
-func (a *API) accept(ctx context.Context, clientID, key string, in *notificationInput, traceparent string) (_ *acceptedJSON, replayed bool, err error) {
+func (a *API) accept(ctx context.Context, clientID, key string, in *notificationInput, traceparent string) (_ accepted, err error) {
 	ctx, span := a.tracer.Start(ctx, "ingest.accept")
 	defer func() {
 		// A rejected request (an *apiError) is the client's error, not the span's.
@@ -125,21 +151,20 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 
 	conn, err := a.pool.Acquire(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("accept notification: acquire connection: %w", err)
+		return accepted{}, fmt.Errorf("accept notification: acquire connection: %w", err)
 	}
 	defer conn.Release()
 	defer rollbackOpen(ctx, conn)
 
 	ac, err := beginAccept(ctx, conn, clientID, key, in)
 	if err != nil {
-		return nil, false, err
+		return accepted{}, err
 	}
 	if ac.existingHash != nil {
-		resp, err := replay(hash, ac.existingHash, ac.existingResponse)
-		return resp, err == nil, err
+		return replayAnswer(hash, ac.existingHash, ac.existingResponse)
 	}
 	if ac.templateCategory == nil {
-		return nil, false, newAPIError(http.StatusUnprocessableEntity, codeUnknownTemplate,
+		return accepted{}, newAPIError(http.StatusUnprocessableEntity, codeUnknownTemplate,
 			fmt.Sprintf("template %q does not exist", in.Template))
 	}
 	var fe fieldErrors
@@ -152,7 +177,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		fe.add("expiresAt", "must be in the future")
 	}
 	if err := fe.err(); err != nil {
-		return nil, false, err
+		return accepted{}, err
 	}
 	category := in.Category
 	if category == "" {
@@ -160,7 +185,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}
 	deliver, suppressed, err := route(in, category, ac)
 	if err != nil {
-		return nil, false, err
+		return accepted{}, err
 	}
 	loc, err := loadLocation(ac.timeZone)
 	if err != nil { // time zones are validated on input; a zone database change could still do it
@@ -169,9 +194,9 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}
 	next := firstAttempt(ac.now, in.SendAt, in.Priority, loc, ac.quietHours())
 
-	resp, args, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
+	res, args, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
 	if err != nil {
-		return nil, false, err
+		return accepted{}, err
 	}
 	query := insertNotification
 	if next != nil {
@@ -180,7 +205,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}
 	inserted, err := insertAndCommit(ctx, conn, query, args)
 	if err != nil {
-		return nil, false, fmt.Errorf("insert notification %s: %w", resp.ID, err)
+		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
 	if inserted == 0 {
 		// A concurrent request with the same key committed first (the insert waited for it);
@@ -188,43 +213,44 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		span.AddEvent("idempotency conflict")
 		var storedHash, storedResp []byte
 		if err := conn.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
-			return nil, false, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
+			return accepted{}, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
 		}
-		resp, err := replay(hash, storedHash, storedResp)
-		return resp, err == nil, err
+		return replayAnswer(hash, storedHash, storedResp)
 	}
-	span.SetAttributes(attribute.String("herald.notification_id", resp.ID), attribute.Int("herald.deliveries", len(deliver)))
-	a.log.Debug("notification accepted", zap.String("notification_id", resp.ID), zap.String("client_id", clientID),
+	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(deliver)))
+	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
 		zap.Int("deliveries", len(deliver)), zap.Int("suppressed", len(suppressed)), zap.Bool("deferred", next != nil))
-	return resp, false, nil
+	return res, nil
 }
 
-// newNotificationRows builds the answer and the first 16 arguments of insertNotification.
+// newNotificationRows builds the answer and the first 16 arguments of insertNotification. The
+// answer is encoded once: the same bytes are stored in notification.response and sent as the
+// 202 body. Ids go to pgx as pgtype.UUID, which it encodes in binary without parsing text.
 func newNotificationRows(clientID, key string, hash []byte, category, traceparent string, in *notificationInput,
-	deliver []herald.Channel, suppressed []suppressedJSON) (*acceptedJSON, []any, error) {
+	deliver []herald.Channel, suppressed []suppressedJSON) (accepted, []any, error) {
 	nid, err := uuid.NewV7()
 	if err != nil {
-		return nil, nil, fmt.Errorf("new notification id: %w", err)
+		return accepted{}, nil, fmt.Errorf("new notification id: %w", err)
 	}
 	resp := &acceptedJSON{ID: nid.String(), Deliveries: make([]acceptedDelivery, 0, len(deliver)), Suppressed: suppressed}
-	ids := make([]string, len(deliver))
+	ids := make([]pgtype.UUID, len(deliver))
 	for i, c := range deliver {
 		did, err := uuid.NewV7()
 		if err != nil {
-			return nil, nil, fmt.Errorf("new delivery id: %w", err)
+			return accepted{}, nil, fmt.Errorf("new delivery id: %w", err)
 		}
-		ids[i] = did.String()
-		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{ID: ids[i], Channel: c, Status: herald.StatusPending})
+		ids[i] = pgtype.UUID{Bytes: did, Valid: true}
+		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{ID: did.String(), Channel: c, Status: herald.StatusPending})
 	}
-	respJSON, err := json.Marshal(resp)
+	res, err := answer(resp, false)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encode answer of notification %s: %w", nid, err)
+		return accepted{}, nil, err
 	}
 	var recipient, tp any
 	if in.To != nil {
 		b, err := json.Marshal(in.To)
 		if err != nil {
-			return nil, nil, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
+			return accepted{}, nil, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
 		}
 		recipient = b
 	}
@@ -232,11 +258,11 @@ func newNotificationRows(clientID, key string, hash []byte, category, traceparen
 		tp = traceparent
 	}
 	args := []any{
-		nid.String(), clientID, key, hash, in.UserID, in.Template,
+		pgtype.UUID{Bytes: nid, Valid: true}, clientID, key, hash, in.UserID, in.Template,
 		category, []byte(in.Payload), recipient, string(in.Priority), tp, in.SendAt,
-		in.ExpiresAt, respJSON, ids, channelStrings(deliver),
+		in.ExpiresAt, res.body, ids, channelStrings(deliver),
 	}
-	return resp, args, nil
+	return res, args, nil
 }
 
 // replay returns the stored answer when the request hash matches the stored one, and

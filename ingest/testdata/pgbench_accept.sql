@@ -3,6 +3,9 @@
 -- target is >= 0.6 x pgbench of the same SQL in the same run). pgbench sends each statement on its
 -- own round trip; herald pipelines them into two.
 --
+-- bench/ingest/run.sh does all of the following in one run, against herald serve over HTTP
+-- (see docs/benchmarks.md). By hand:
+--
 -- Setup, on the local stack (database ingest_pgbench, migrated, one client, template, 1000 users):
 --   P="psql -h 127.0.0.1 -p 55432 -U postgres -v ON_ERROR_STOP=1 -q"
 --   $P -d postgres -c "CREATE DATABASE ingest_pgbench"
