@@ -38,7 +38,7 @@ bench:
 	$(STACK) up
 	eval "$$($(STACK) env)"
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) $(PKG)
-	if [ -x bench/run.sh ]; then bench/run.sh; fi
+	bench/run.sh
 
 lint:
 	unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './.stack/*' -not -path './bin/*'))"
