@@ -1,0 +1,244 @@
+// Package cdc is herald's relay: it streams due delivery rows from the PostgreSQL write-ahead
+// log (logical replication, pgoutput, one durable slot) to one Kafka topic per priority, marks
+// them QUEUED once Kafka has them, and, as the elected leader, runs the sweeper (rows that
+// became due later, rows the stream missed) and the reaper (QUEUED and SENDING rows past their
+// lease). See docs/cdc.md.
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/heraldhq/herald"
+)
+
+// Config configures a Relay. The zero value of every field means its default.
+type Config struct {
+	// ConnString is the PostgreSQL URL or DSN the replication and leader-lock sessions are
+	// opened with (replication=database is added). Default: the pool's connection string.
+	ConnString string
+
+	// Slot is the name of the durable logical replication slot. Default "herald_relay".
+	Slot string
+	// Publication is the name of the publication on the delivery table. Default "herald_delivery".
+	Publication string
+
+	// Topics maps each priority to its Kafka topic. Default notifications.high, .normal, .low.
+	Topics map[herald.Priority]string
+	// Partitions maps each priority to the partition count its topic is created with.
+	// Default 12 / 6 / 2. An existing topic is left as it is.
+	Partitions map[herald.Priority]int32
+	// ReplicationFactor of created topics. Default 1.
+	ReplicationFactor int16
+
+	// MaxInFlight bounds the records the stream has handed to Kafka and not yet seen
+	// acknowledged; at the bound the stream stops reading WAL (status updates go on).
+	// MaxInFlight + SweepBatch must not exceed the Kafka client's MaxBufferedRecords (10,000
+	// by default). Default 5000.
+	MaxInFlight int
+	// StatusInterval is the longest time between two standby status updates. Default 10 s.
+	StatusInterval time.Duration
+	// MarkBatch is the largest number of rows marked QUEUED in one statement. Default 1000.
+	MarkBatch int
+
+	// SweepInterval is the time between two sweeper passes. Default 1 s.
+	SweepInterval time.Duration
+	// SweepBatch is the most rows one sweeper pass publishes. Default 1000.
+	SweepBatch int
+	// GracePeriod is how long a due PENDING row may wait for the stream before the sweeper
+	// publishes it as missed (slot recreated, relay down). Default 30 s.
+	GracePeriod time.Duration
+
+	// ReapInterval is the time between two reaper passes. Default 5 s.
+	ReapInterval time.Duration
+	// ReapBatch is the most rows one reaper pass returns to PENDING per lease. Default 1000.
+	ReapBatch int
+	// QueuedLease maps each priority to how long a row may stay QUEUED before the reaper
+	// returns it to PENDING. It must exceed the time the lane needs to drain its longest
+	// expected backlog (docs/cdc.md). Default HIGH 1 min, NORMAL 10 min, LOW 60 min.
+	QueuedLease map[herald.Priority]time.Duration
+	// ConsumerGroups maps each priority to the consumer group of its dispatch lane. The reaper
+	// returns a QUEUED row as soon as that group has committed past every record produced
+	// before the row was marked QUEUED (the record was consumed or lost, the row did not
+	// move), without waiting for QueuedLease; see laneProgress. A priority mapped to "-" has
+	// no group: only its lease applies. Default herald-dispatch-high, -normal, -low.
+	ConsumerGroups map[herald.Priority]string
+	// SendingLease is how long a row may stay SENDING (a provider call in flight) before the
+	// reaper returns it to PENDING and logs the attempt AMBIGUOUS. It must exceed every
+	// provider timeout. Default 5 min.
+	SendingLease time.Duration
+
+	// LeaderRetry is the time between two attempts to become leader, and the back-off after
+	// a lost leadership. Default 1 s.
+	LeaderRetry time.Duration
+	// ShutdownTimeout bounds how long a stopping leader waits for Kafka to acknowledge the
+	// records in flight before it sends its last status update. Default 10 s.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultSlot              = "herald_relay"
+	DefaultPublication       = "herald_delivery"
+	DefaultMaxInFlight       = 5000
+	DefaultStatusInterval    = 10 * time.Second
+	DefaultMarkBatch         = 1000
+	DefaultSweepInterval     = time.Second
+	DefaultSweepBatch        = 1000
+	DefaultGracePeriod       = 30 * time.Second
+	DefaultReapInterval      = 5 * time.Second
+	DefaultReapBatch         = 1000
+	DefaultSendingLease      = 5 * time.Minute
+	DefaultLeaderRetry       = time.Second
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultReplicationFactor = 1
+)
+
+// DefaultTopics are the topic names used when Config.Topics leaves a priority out.
+var DefaultTopics = map[herald.Priority]string{
+	herald.PriorityHigh:   "notifications.high",
+	herald.PriorityNormal: "notifications.normal",
+	herald.PriorityLow:    "notifications.low",
+}
+
+// DefaultPartitions are the partition counts used when Config.Partitions leaves a priority out.
+var DefaultPartitions = map[herald.Priority]int32{
+	herald.PriorityHigh:   12,
+	herald.PriorityNormal: 6,
+	herald.PriorityLow:    2,
+}
+
+// DefaultConsumerGroups are the dispatch lanes' consumer groups used when
+// Config.ConsumerGroups leaves a priority out.
+var DefaultConsumerGroups = map[herald.Priority]string{
+	herald.PriorityHigh:   "herald-dispatch-high",
+	herald.PriorityNormal: "herald-dispatch-normal",
+	herald.PriorityLow:    "herald-dispatch-low",
+}
+
+// DefaultQueuedLease are the QUEUED leases used when Config.QueuedLease leaves a priority out.
+var DefaultQueuedLease = map[herald.Priority]time.Duration{
+	herald.PriorityHigh:   time.Minute,
+	herald.PriorityNormal: 10 * time.Minute,
+	herald.PriorityLow:    60 * time.Minute,
+}
+
+// identifier is what slot and publication names may look like: they are spliced into
+// replication commands, which take no parameters.
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// withDefaults returns c with every zero field set to its default. Maps are copied.
+func (c Config) withDefaults(poolConnString string) Config {
+	if c.ConnString == "" {
+		c.ConnString = poolConnString
+	}
+	setString(&c.Slot, DefaultSlot)
+	setString(&c.Publication, DefaultPublication)
+	c.Topics = mergeDefaults(c.Topics, DefaultTopics)
+	c.Partitions = mergeDefaults(c.Partitions, DefaultPartitions)
+	c.QueuedLease = mergeDefaults(c.QueuedLease, DefaultQueuedLease)
+	c.ConsumerGroups = mergeDefaults(c.ConsumerGroups, DefaultConsumerGroups)
+	for p, g := range c.ConsumerGroups {
+		if g == "-" {
+			c.ConsumerGroups[p] = ""
+		}
+	}
+	setZero(&c.ReplicationFactor, DefaultReplicationFactor)
+	setZero(&c.MaxInFlight, DefaultMaxInFlight)
+	setZero(&c.StatusInterval, DefaultStatusInterval)
+	setZero(&c.MarkBatch, DefaultMarkBatch)
+	setZero(&c.SweepInterval, DefaultSweepInterval)
+	setZero(&c.SweepBatch, DefaultSweepBatch)
+	setZero(&c.GracePeriod, DefaultGracePeriod)
+	setZero(&c.ReapInterval, DefaultReapInterval)
+	setZero(&c.ReapBatch, DefaultReapBatch)
+	setZero(&c.SendingLease, DefaultSendingLease)
+	setZero(&c.LeaderRetry, DefaultLeaderRetry)
+	setZero(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.ConnString == "" {
+		errs = append(errs, errors.New("no connection string"))
+	}
+	if !identifier.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("slot name %q: want lower-case letters, digits and _", c.Slot))
+	}
+	if !identifier.MatchString(c.Publication) {
+		errs = append(errs, fmt.Errorf("publication name %q: want lower-case letters, digits and _", c.Publication))
+	}
+	seen := map[string]herald.Priority{}
+	for _, p := range herald.Priorities {
+		t := c.Topics[p]
+		if t == "" {
+			errs = append(errs, fmt.Errorf("no topic for %s", p))
+		} else if q, dup := seen[t]; dup {
+			errs = append(errs, fmt.Errorf("topic %q used by %s and %s", t, q, p))
+		}
+		seen[t] = p
+		if c.Partitions[p] < 1 {
+			errs = append(errs, fmt.Errorf("partitions of %s: %d < 1", p, c.Partitions[p]))
+		}
+		if c.QueuedLease[p] <= 0 {
+			errs = append(errs, fmt.Errorf("QUEUED lease of %s: %v <= 0", p, c.QueuedLease[p]))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxInFlight", c.MaxInFlight}, {"MarkBatch", c.MarkBatch}, {"SweepBatch", c.SweepBatch},
+		{"ReapBatch", c.ReapBatch}, {"ReplicationFactor", int(c.ReplicationFactor)}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: %d < 1", f.name, f.v))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"StatusInterval", c.StatusInterval}, {"SweepInterval", c.SweepInterval},
+		{"GracePeriod", c.GracePeriod}, {"ReapInterval", c.ReapInterval},
+		{"SendingLease", c.SendingLease}, {"LeaderRetry", c.LeaderRetry},
+		{"ShutdownTimeout", c.ShutdownTimeout}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %v <= 0", f.name, f.v))
+		}
+	}
+	if c.StatusInterval > 10*time.Second {
+		errs = append(errs, fmt.Errorf("StatusInterval %v: at most 10s", c.StatusInterval))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cdc config: %w", err)
+	}
+	return nil
+}
+
+func setString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+func setZero[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+func mergeDefaults[K comparable, V comparable](m, defaults map[K]V) map[K]V {
+	out := make(map[K]V, len(defaults))
+	for k, v := range defaults {
+		out[k] = v
+	}
+	var zero V
+	for k, v := range m {
+		if v != zero {
+			out[k] = v
+		}
+	}
+	return out
+}

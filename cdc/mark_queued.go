@@ -1,0 +1,179 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// markQueuedSQL moves published rows from PENDING to QUEUED, each only if it is still the
+// version that was published: same status, attempts, next_attempt_at and updated_at (the
+// trigger sets updated_at on every write, and next_attempt_at tells apart two writes in one
+// transaction). A worker that claimed the row first, or any later write, makes the row not
+// match, and the row is left alone — the relay never overwrites a newer state.
+//
+// next_attempt_at <= now() is implied by the equalities (the published version was due), and
+// is spelled out because dispatch relies on it: a row a worker deferred into the future never
+// turns QUEUED.
+//
+// Ids travel as text and are cast, so that the parameter encodes the same in every pgx mode.
+const markQueuedSQL = `
+UPDATE delivery AS d
+   SET status = 'QUEUED'
+  FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[])
+       AS v(id, attempts, next_attempt_at, updated_at)
+ WHERE d.id = v.id::uuid
+   AND d.status = 'PENDING'
+   AND d.attempts = v.attempts
+   AND d.next_attempt_at = v.next_attempt_at
+   AND d.updated_at = v.updated_at
+   AND d.next_attempt_at <= now()
+RETURNING d.id::text`
+
+// A compare-and-set that matches nothing usually means the row moved on, but not always: a
+// transaction's commit record reaches the WAL (and so the relay, Kafka and this statement)
+// a moment before the transaction becomes visible to other sessions. Under load the mark can
+// win that race and not see the row yet. Rows that did not match are therefore tried again
+// markRetries times, markRetryDelay apart; a row that still does not match has moved on (or
+// stays PENDING and the sweeper publishes it again after the grace period).
+const (
+	markRetries    = 3
+	markRetryDelay = 100 * time.Millisecond
+)
+
+type markItem struct {
+	row   deliveryRow
+	tries int
+}
+
+// marker batches rows acknowledged by Kafka and marks them QUEUED. add is called from Kafka
+// client goroutines and never blocks on the database.
+type marker struct {
+	pool    *pgxpool.Pool
+	batch   int
+	log     *zap.Logger
+	metrics *metrics
+
+	mu     sync.Mutex
+	items  []markItem
+	signal chan struct{} // capacity 1: "items is not empty"
+}
+
+func newMarker(pool *pgxpool.Pool, batch int, log *zap.Logger, m *metrics) *marker {
+	return &marker{pool: pool, batch: batch, log: log, metrics: m, signal: make(chan struct{}, 1)}
+}
+
+func (m *marker) add(row deliveryRow) {
+	m.mu.Lock()
+	m.items = append(m.items, markItem{row: row})
+	m.mu.Unlock()
+	select {
+	case m.signal <- struct{}{}:
+	default:
+	}
+}
+
+// run marks rows until ctx ends, then marks what is left. Statements run with a timeout of
+// their own, not with ctx: a term that ends must still mark what Kafka already has.
+func (m *marker) run(ctx context.Context) {
+	var retry []markItem
+	var retryC <-chan time.Time
+	for {
+		var again []markItem
+		select {
+		case <-ctx.Done():
+			m.flush(ctx, nil)
+			return
+		case <-m.signal:
+			again = m.flush(ctx, nil)
+		case <-retryC:
+			again = m.flush(ctx, retry)
+			retry, retryC = nil, nil
+		}
+		retry = append(retry, again...)
+		if len(retry) > 0 && retryC == nil {
+			retryC = time.After(markRetryDelay)
+		}
+	}
+}
+
+// flush marks the queued items and the given retries, and returns the items to try again.
+func (m *marker) flush(ctx context.Context, retry []markItem) []markItem {
+	m.mu.Lock()
+	items := append(retry, m.items...)
+	m.items = nil
+	m.mu.Unlock()
+	var again []markItem
+	for len(items) > 0 {
+		n := min(len(items), m.batch)
+		batch := items[:n]
+		items = items[n:]
+		rows := make([]deliveryRow, n)
+		for i, it := range batch {
+			rows[i] = it.row
+		}
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		changed, err := m.mark(mctx, rows)
+		cancel()
+		if err != nil {
+			// The rows stay PENDING; the sweeper publishes them again after the grace
+			// period. Kafka already has them, so this only costs a duplicate record.
+			m.log.Warn("mark rows queued failed; the sweeper will publish them again",
+				zap.Int("rows", n), zap.Error(err))
+			continue
+		}
+		if len(changed) == n {
+			continue
+		}
+		for _, it := range batch {
+			if _, ok := changed[it.row.ID]; !ok && it.tries < markRetries {
+				it.tries++
+				again = append(again, it)
+			}
+		}
+	}
+	return again
+}
+
+// mark runs the compare-and-set for rows and returns the ids it changed.
+func (m *marker) mark(ctx context.Context, rows []deliveryRow) (map[string]struct{}, error) {
+	ids := make([]string, len(rows))
+	attempts := make([]int32, len(rows))
+	next := make([]time.Time, len(rows))
+	updated := make([]time.Time, len(rows))
+	for i, r := range rows {
+		ids[i], attempts[i], next[i], updated[i] = r.ID, int32(r.Attempts), r.NextAttemptAt, r.UpdatedAt
+	}
+	changed := make(map[string]struct{}, len(rows))
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		// The mark is bookkeeping: if a crash loses it, the row stays PENDING and the sweeper
+		// publishes it again. Not waiting for its WAL flush keeps the relay's own commits off
+		// the disk's critical path, which every delivery insert's commit shares.
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		res, err := tx.Query(ctx, markQueuedSQL, ids, attempts, next, updated)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		for res.Next() {
+			var id string
+			if err := res.Scan(&id); err != nil {
+				return err
+			}
+			changed[id] = struct{}{}
+		}
+		return res.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(rows), rows[0].ID, err)
+	}
+	m.metrics.marked(ctx, int64(len(changed)))
+	return changed, nil
+}

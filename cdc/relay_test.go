@@ -1,0 +1,211 @@
+package cdc
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+)
+
+func TestRelayPublishesDuePendingRowsToTheirPriorityTopic(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.startRelay(h.cfg)
+
+	high := h.insert(rows{n: 5, priority: herald.PriorityHigh, traceparent: testTraceparent})
+	normal := h.insert(rows{n: 5, priority: herald.PriorityNormal, attempts: 2})
+	low := h.insert(rows{n: 5, priority: herald.PriorityLow})
+	sent := h.insert(rows{n: 3, priority: herald.PriorityHigh, status: herald.StatusSent})
+	queued := h.insert(rows{n: 3, priority: herald.PriorityHigh, status: herald.StatusQueued})
+	future := h.insert(rows{n: 3, priority: herald.PriorityHigh, dueIn: time.Hour})
+	// An UPDATE that makes a row PENDING and due publishes it too.
+	revived := h.insert(rows{n: 1, priority: herald.PriorityLow, status: herald.StatusFailed})
+	h.exec(`UPDATE delivery SET status = 'PENDING' WHERE id = $1`, revived[0])
+	// The last transaction: once its record is in, every earlier transaction was decided.
+	last := h.insert(rows{n: 1, priority: herald.PriorityNormal})
+
+	all := append(append(append(append(high, normal...), low...), revived...), last...)
+	h.waitAll(all, 60*time.Second)
+	for _, c := range []struct {
+		ids      []string
+		priority herald.Priority
+	}{{high, herald.PriorityHigh}, {normal, herald.PriorityNormal}, {low, herald.PriorityLow}, {revived, herald.PriorityLow}} {
+		for _, id := range c.ids {
+			r, _ := h.records.get(id)
+			require.Equal(t, h.cfg.Topics[c.priority], r.topic, "delivery %s", id)
+			require.Equal(t, c.priority, r.msg.Priority)
+			require.Equal(t, herald.ChannelSMS, r.msg.Channel)
+			require.NotEmpty(t, r.msg.NotificationID)
+			require.Equal(t, strconv.Itoa(r.msg.Attempts), r.headers[herald.HeaderAttempt])
+		}
+	}
+	r, _ := h.records.get(normal[0])
+	require.Equal(t, 2, r.msg.Attempts)
+	r, _ = h.records.get(high[0])
+	require.Contains(t, r.headers[herald.HeaderTraceparent], "4bf92f3577b34da6a3ce929d0e0e4736",
+		"the record continues the row's trace")
+	require.Empty(t, h.records.malformed())
+
+	// Published rows end QUEUED; the others are untouched and have no record.
+	for _, id := range all {
+		eventually(t, 10*time.Second, func() bool { return h.status(id) == herald.StatusQueued }, "delivery %s not QUEUED but %s", id, h.status(id))
+	}
+	for _, id := range sent {
+		require.Equal(t, herald.StatusSent, h.status(id))
+	}
+	for _, id := range future {
+		require.Equal(t, herald.StatusPending, h.status(id))
+	}
+	require.Equal(t, len(sent)+len(queued)+len(future), h.records.missing(append(append(sent, queued...), future...)),
+		"rows that are not PENDING and due must not be published")
+}
+
+func TestSweeperPublishesFutureRowWithinOneSweepIntervalOfItsDueTime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cfg := h.cfg
+	cfg.SweepInterval = time.Second
+	var mu sync.Mutex
+	acked := map[string]time.Time{}
+	h.startRelay(cfg, func(r *Relay) {
+		r.pub.ackHook = func(row deliveryRow, o origin, at time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := acked[row.ID]; !ok && o.source == sourceSweeper {
+				acked[row.ID] = at
+			}
+		}
+	})
+
+	const dueIn = 3 * time.Second
+	ids := h.insert(rows{n: 1, priority: herald.PriorityHigh, dueIn: dueIn})
+	var due time.Time
+	require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT next_attempt_at FROM delivery WHERE id = $1`, ids[0]).Scan(&due))
+
+	h.waitAll(ids, 30*time.Second)
+	r, _ := h.records.get(ids[0])
+	mu.Lock()
+	ackedAt, ok := acked[ids[0]]
+	mu.Unlock()
+	require.True(t, ok, "the row was not published by the sweeper")
+	late := ackedAt.Sub(due)
+	t.Logf("future-dated row acknowledged by Kafka %v after its due time, consumed after %v (sweep interval %v)",
+		late, r.first.Sub(due), cfg.SweepInterval)
+	require.GreaterOrEqual(t, late, time.Duration(0), "published before it was due")
+	// One sweep interval, plus the sweeper's query and Kafka's acknowledgement.
+	require.Less(t, late, cfg.SweepInterval+750*time.Millisecond)
+	eventually(t, 10*time.Second, func() bool { return h.status(ids[0]) == herald.StatusQueued }, "not QUEUED")
+}
+
+func TestQuietDeliveryTableStillAdvancesConfirmedFlush(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.startRelay(h.cfg)
+	ids := h.insert(rows{n: 1})
+	h.waitAll(ids, 60*time.Second)
+
+	h.exec(`CREATE TABLE other_writes (id bigserial PRIMARY KEY, filler text)`)
+	for i := 0; i < 20; i++ {
+		h.exec(`INSERT INTO other_writes (filler) SELECT repeat('x', 100) FROM generate_series(1, 500)`)
+	}
+	target := h.currentWAL()
+	eventually(t, 30*time.Second, func() bool { return h.confirmedFlush() >= target },
+		"confirmed_flush_lsn %d stayed behind %d while only other tables wrote WAL", h.confirmedFlush(), target)
+}
+
+func TestOneTransactionOf20000Rows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cfg := h.cfg
+	cfg.MaxInFlight = 2000 // the transaction is larger than the in-flight bound
+	h.startRelay(cfg)
+
+	ids := h.insert(rows{n: 20000, priority: herald.PriorityLow})
+	end := h.currentWAL()
+	h.waitAll(ids, 120*time.Second)
+	t.Logf("duplicates: %d", h.records.duplicates(ids))
+	eventually(t, 30*time.Second, func() bool { return h.confirmedFlush() >= end }, "slot not confirmed past the transaction")
+	eventually(t, 30*time.Second, func() bool {
+		return h.queryString(`SELECT count(*)::text FROM delivery WHERE status = 'QUEUED'`) == "20000"
+	}, "not every row marked QUEUED")
+}
+
+func TestAlterTableWhileStreaming(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.startRelay(h.cfg)
+
+	before := h.insert(rows{n: 50, priority: herald.PriorityHigh})
+	h.exec(`ALTER TABLE delivery ADD COLUMN region text DEFAULT 'eu'`)
+	afterAdd := h.insert(rows{n: 50, priority: herald.PriorityNormal})
+	// Dropping a column in the middle moves updated_at and every later column to a new
+	// position: only decoding by name survives this.
+	h.exec(`ALTER TABLE delivery DROP COLUMN provider`)
+	afterDrop := h.insert(rows{n: 50, priority: herald.PriorityLow})
+
+	all := append(append(before, afterAdd...), afterDrop...)
+	h.waitAll(all, 60*time.Second)
+	for _, id := range afterDrop {
+		r, _ := h.records.get(id)
+		require.Equal(t, h.cfg.Topics[herald.PriorityLow], r.topic)
+		eventually(t, 10*time.Second, func() bool { return h.status(id) == herald.StatusQueued },
+			"delivery %s not QUEUED: the compare-and-set did not match the decoded row", id)
+	}
+}
+
+func TestReaperReturnsLostQueuedRowAndStuckSendingRow(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cfg := h.cfg
+	cfg.QueuedLease = map[herald.Priority]time.Duration{herald.PriorityHigh: 2 * time.Second}
+	// Leases only: with a lane watermark the lost row would go back at once (nothing was
+	// ever produced to its topic), see TestReaperReturnsQueuedRowOnceItsLaneHasConsumedPastIt.
+	cfg.ConsumerGroups = map[herald.Priority]string{herald.PriorityHigh: "-", herald.PriorityNormal: "-", herald.PriorityLow: "-"}
+	cfg.SendingLease = 3 * time.Second
+	cfg.ReapInterval = 200 * time.Millisecond
+	h.startRelay(cfg)
+
+	// Every row below is written after start, so none may reach Kafka before start + its lease.
+	start := time.Now()
+	// QUEUED with no record anywhere: its record was lost.
+	lost := h.insert(rows{n: 1, priority: herald.PriorityHigh, status: herald.StatusQueued})
+	// A LOW row QUEUED as long: its lease (the 60 min default) is not over.
+	lowQueued := h.insert(rows{n: 1, priority: herald.PriorityLow, status: herald.StatusQueued})
+	// SENDING on its first attempt, by a worker that died.
+	stuck := h.insert(rows{n: 1, priority: herald.PriorityNormal, status: herald.StatusSending, attempts: 1})
+
+	h.waitAll(append(lost, stuck...), 30*time.Second)
+	r, _ := h.records.get(lost[0])
+	require.GreaterOrEqual(t, r.first.Sub(start), 2*time.Second, "reaped before its lease was over")
+	r, _ = h.records.get(stuck[0])
+	require.GreaterOrEqual(t, r.first.Sub(start), 3*time.Second, "reaped before its lease was over")
+	for _, id := range append(lost, stuck...) {
+		eventually(t, 10*time.Second, func() bool { return h.status(id) == herald.StatusQueued }, "delivery %s", id)
+	}
+	require.Equal(t, "AMBIGUOUS", h.queryString(
+		`SELECT outcome FROM delivery_attempt WHERE delivery_id = $1 AND attempt = 1`, stuck[0]))
+	require.Equal(t, herald.StatusQueued, h.status(lowQueued[0]))
+	require.Equal(t, 1, h.records.missing(lowQueued))
+}
+
+func TestUnchangedToastColumnDoesNotStopPublishing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.startRelay(h.cfg)
+
+	ids := h.insert(rows{n: 1, priority: herald.PriorityNormal, status: herald.StatusFailed})
+	// A long, incompressible last_error is stored out of line; an UPDATE that leaves it alone
+	// sends it as an unchanged TOAST value, without data.
+	h.exec(`UPDATE delivery SET last_error = (SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 400))
+		WHERE id = $1`, ids[0])
+	toast := h.queryString(`SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'delivery'::regclass`)
+	require.NotEqual(t, "0", h.queryString(`SELECT count(*)::text FROM `+toast), "last_error was not stored out of line")
+	h.exec(`UPDATE delivery SET status = 'PENDING' WHERE id = $1`, ids[0])
+
+	h.waitAll(ids, 60*time.Second)
+	eventually(t, 10*time.Second, func() bool { return h.status(ids[0]) == herald.StatusQueued }, "not QUEUED")
+}

@@ -1,0 +1,95 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/heraldhq/herald"
+)
+
+const pgDuplicateObject = "42710"
+
+// ensureTopics creates the priority topics with their configured partition counts. Topics
+// that exist already are left as they are.
+func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
+	adm := kadm.NewClient(kafka)
+	for _, p := range herald.Priorities {
+		topic := cfg.Topics[p]
+		resp, err := adm.CreateTopic(ctx, cfg.Partitions[p], cfg.ReplicationFactor, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+// ensurePublication creates the publication on the delivery table if it does not exist.
+//
+// It has no row filter: a filter on columns outside the replica identity (status,
+// next_attempt_at) would make every UPDATE of delivery fail, and "due" needs now() anyway.
+// The relay filters. It publishes inserts and updates only; deletes and truncates carry
+// nothing to send.
+func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	// name is checked against identifier in validate: safe to splice.
+	_, err := pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE delivery WITH (publish = 'insert, update')`)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
+		return nil // another relay was faster
+	}
+	if err != nil {
+		return fmt.Errorf("create publication %s: %w", name, err)
+	}
+	return nil
+}
+
+// ensureSlot creates the durable pgoutput slot if it does not exist and reports whether it
+// did. Never a temporary slot: the slot is what lets a restarted relay resume where the last
+// one was acknowledged. Rows committed before a new slot exists reach Kafka through the
+// sweeper's grace-period scan.
+func ensureSlot(ctx context.Context, conn *pgconn.PgConn, slot string) (bool, error) {
+	_, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
+		Mode:           pglogrepl.LogicalReplication,
+		SnapshotAction: "NOEXPORT_SNAPSHOT",
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create replication slot %s: %w", slot, err)
+	}
+	return true, nil
+}
+
+// replicationConfig derives the replication session's configuration from the relay's
+// connection string. DateStyle and TimeZone are pinned so that pgoutput's text values parse
+// the same whatever the server's defaults are.
+func replicationConfig(connString, appName string) (*pgconn.Config, error) {
+	cfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("parse connection string: %w", err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["application_name"] = appName
+	return cfg, nil
+}
