@@ -175,6 +175,28 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// SendingHold is the longest a claimed delivery stays SENDING before its provider call has
+// certainly ended: the rate-limit wait (the largest lane RateWait, when any provider is
+// limited) and the provider call (SendTimeout), plus a margin for the claim round trip and a
+// busy scheduler. The relay's reaper must give SENDING rows a longer lease: a shorter one
+// returns rows whose provider call is still in flight, and a second worker calls the provider
+// while the first call runs. (The outcome write after the call is bounded too; a reap while
+// it is outstanding costs at most an ambiguous retry, never two calls at once.) Zero fields
+// count at their defaults.
+func (c Config) SendingHold() time.Duration {
+	c = c.withDefaults()
+	var wait time.Duration
+	if len(c.RateLimits) > 0 {
+		for _, l := range c.Lanes {
+			wait = max(wait, l.RateWait)
+		}
+	}
+	return wait + c.SendTimeout + sendingHoldMargin
+}
+
+// sendingHoldMargin covers the claim round trip and scheduling delays in SendingHold.
+const sendingHoldMargin = 5 * time.Second
+
 // maxSendTimeout keeps a provider call well inside the reaper's lease on SENDING rows.
 const maxSendTimeout = 4 * time.Minute
 

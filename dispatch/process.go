@@ -85,6 +85,14 @@ func (l *lane) attempt(ctx context.Context, id string, span trace.Span) (again b
 	case !r.Due:
 		return false, nil // a scheduled send or a retry: the sweeper publishes it when due
 	}
+	if reason := l.noMoreAttempts(r); reason != "" {
+		ok, err := giveUp(ctx, d.pool, id, r.Attempts, reason)
+		if ok {
+			d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "GAVE_UP"),
+				attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+		}
+		return !ok && err == nil, err
+	}
 	attempt := r.Attempts + 1
 	span.SetAttributes(attribute.Int("herald.attempt", attempt), attribute.String("herald.channel", string(r.Channel)))
 
@@ -128,6 +136,21 @@ func (l *lane) attempt(ctx context.Context, id string, span trace.Span) (again b
 	return false, l.send(ctx, r, m, sender, att, started)
 }
 
+// noMoreAttempts applies the retry policy to a PENDING row whose last attempt did not go
+// through finish: the reaper returned it from SENDING (worker died, or its outcome could not be
+// written) and logged that attempt AMBIGUOUS. finish never schedules such a row again, so this
+// is where MaxAttempts and RetryAmbiguous hold for it. It returns why no attempt may follow,
+// or "".
+func (l *lane) noMoreAttempts(r *row) string {
+	if limit := l.d.cfg.RetryPolicies[r.Channel].MaxAttempts; r.Attempts >= limit {
+		return "attempts exhausted"
+	}
+	if r.LastOutcome != nil && *r.LastOutcome == "AMBIGUOUS" && !*l.cfg.RetryAmbiguous {
+		return "ambiguous outcome not retried"
+	}
+	return ""
+}
+
 // send makes the provider call of a claimed attempt once the rate limiter admits it, and
 // records the outcome.
 func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Sender, att int, started time.Time) error {
@@ -142,8 +165,11 @@ func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Send
 		sspan   trace.Span
 		cancel  context.CancelFunc
 	)
+	// One deadline for every round: a stale admission does not restart the wait, so the row
+	// stays SENDING at most RateWait before the call (see Config.SendingHold).
+	deadline := time.Now().Add(max(l.cfg.RateWait, 0))
 	for stale := 0; ; stale++ {
-		allowed, wait, admitted, err := l.waitForRate(ctx, provider, att)
+		allowed, wait, admitted, err := l.waitForRate(ctx, provider, att, deadline)
 		if err == nil && allowed && stale == maxStaleAdmissions {
 			// The machine is too slow to use admissions in time: give the claim back and
 			// let the sweeper bring the delivery round again.
@@ -184,15 +210,14 @@ func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Send
 	return l.finish(ctx, r, att, started, provider, res, sendErr)
 }
 
-// waitForRate asks the limiter until it admits the call, or until the lane's RateWait is
-// used up or the lane stops; allowed=false comes with how long to defer.
-func (l *lane) waitForRate(ctx context.Context, provider string, attempt int) (allowed bool, wait time.Duration, admitted decision, err error) {
+// waitForRate asks the limiter until it admits the call, or until deadline (the end of the
+// lane's RateWait) passes or the lane stops; allowed=false comes with how long to defer.
+func (l *lane) waitForRate(ctx context.Context, provider string, attempt int, deadline time.Time) (allowed bool, wait time.Duration, admitted decision, err error) {
 	d := l.d
 	_, span := tracer.Start(ctx, "dispatch.rate_limit", trace.WithAttributes(attribute.String("herald.provider", provider),
 		attribute.Int("herald.attempt", attempt)))
 	defer span.End()
 	begin := time.Now()
-	deadline := begin.Add(max(l.cfg.RateWait, 0))
 	refused := false
 	defer func() {
 		if refused {
@@ -257,6 +282,8 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 			o.Status = herald.StatusFailed
 		}
 	}
+	// The outcome first: the row leaves SENDING as soon as possible (see Config.SendingHold).
+	recErr := l.record(ctx, r, attempt, started, o)
 	if len(res.InvalidTokens) > 0 {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
 		n, err := dropPushTokens(wctx, d.pool, r.UserID, res.InvalidTokens)
@@ -267,29 +294,50 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 			l.log.Info("dropped invalid push tokens", zap.String("delivery_id", r.ID), zap.Int64("tokens", n))
 		}
 	}
-	return l.record(ctx, r, attempt, started, o)
+	return recErr
 }
 
-// record writes an attempt's outcome on a context detached from shutdown.
+// record writes an attempt's outcome. The provider was called, so the outcome is known and
+// must not be dropped: while the database cannot be reached (or the write times out) it is
+// written again, backing off up to 5 s, until it lands, the row turns out to have moved on
+// (the reaper took it: the conditional write then matches nothing), or the lane's shutdown
+// deadline passes — then the error goes back and the record's offset stays uncommitted.
+// Each write runs on a context detached from shutdown.
 func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Time, o outcome) error {
 	d := l.d
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
-	defer cancel()
-	ok, err := record(wctx, d.pool, r.ID, attempt, started, o)
-	if err != nil {
-		// The row stays SENDING; the reaper returns it to PENDING with an AMBIGUOUS attempt.
-		l.log.Error("record outcome", zap.String("delivery_id", r.ID), zap.Int("attempt", attempt),
-			zap.String("outcome", o.AttemptClass), zap.Error(err))
+	backoff := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
+		ok, err := record(wctx, d.pool, r.ID, attempt, started, o)
+		cancel()
+		if err != nil && unreachable(err) {
+			l.log.Warn("record outcome: database unreachable, retrying", zap.String("delivery_id", r.ID),
+				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass), zap.Error(err))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		if err != nil {
+			// The row stays SENDING; the reaper returns it to PENDING with an AMBIGUOUS attempt.
+			l.log.Error("record outcome", zap.String("delivery_id", r.ID), zap.Int("attempt", attempt),
+				zap.String("outcome", o.AttemptClass), zap.Error(err))
+			return nil
+		}
+		if !ok {
+			l.log.Warn("outcome not recorded: the row moved on (reaped?)", zap.String("delivery_id", r.ID),
+				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass))
+			return nil
+		}
+		d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", o.AttemptClass),
+			attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
 		return nil
 	}
-	if !ok {
-		l.log.Warn("outcome not recorded: the row moved on (reaped?)", zap.String("delivery_id", r.ID),
-			zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass))
-		return nil
-	}
-	d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", o.AttemptClass),
-		attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
-	return nil
 }
 
 // retryDelay is the policy's delay, pushed past the user's quiet hours for NORMAL and LOW.

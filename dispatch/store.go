@@ -43,6 +43,7 @@ type row struct {
 	QuietStart     pgtype.Time
 	QuietEnd       pgtype.Time
 	PushTokens     json.RawMessage // [{"token":..,"platform":..}]
+	LastOutcome    *string         // outcome of attempt number Attempts, if logged
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
@@ -63,7 +64,8 @@ SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires
            SELECT coalesce(jsonb_agg(jsonb_build_object('token', pt.token, 'platform', pt.platform)
                                      ORDER BY pt.created_at), '[]')
            FROM push_token pt WHERE pt.user_id = n.user_id)
-       END
+       END,
+       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts)
 FROM delivery d
 JOIN notification n ON n.id = d.notification_id
 LEFT JOIN template t ON t.name = n.template
@@ -77,7 +79,7 @@ func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens)
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -122,6 +124,21 @@ func unclaim(ctx context.Context, pool *pgxpool.Pool, id string, attempt int, d 
 	tag, err := pool.Exec(ctx, unclaimSQL, id, attempt, d.Seconds())
 	if err != nil {
 		return false, fmt.Errorf("defer delivery %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// giveUpSQL ends an unclaimed delivery FAILED without a provider call and without a new
+// attempt: its last attempt (logged already, typically AMBIGUOUS by the reaper) was its last
+// allowed one, or its ambiguous outcome is not to be retried.
+const giveUpSQL = `
+UPDATE delivery SET status = 'FAILED', last_error = $3
+WHERE id = $1 AND status IN ('PENDING', 'QUEUED') AND attempts = $2`
+
+func giveUp(ctx context.Context, pool *pgxpool.Pool, id string, attempts int, reason string) (bool, error) {
+	tag, err := pool.Exec(ctx, giveUpSQL, id, attempts, reason)
+	if err != nil {
+		return false, fmt.Errorf("fail delivery %s after attempt %d: %w", id, attempts, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

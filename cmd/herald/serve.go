@@ -64,6 +64,21 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("--roles: unknown role %q (want %v)", r, allRoles)
 		}
 	}
+	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
+	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
+	// worker call the provider while the first call is still running. Relay and dispatch may
+	// run in different processes, so every process checks the pair it is configured with.
+	dc, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, c.ShutdownTimeout)
+	if err != nil {
+		return err
+	}
+	lease := c.Relay.cfg.SendingLease
+	if lease == 0 {
+		lease = cdc.DefaultSendingLease
+	}
+	if hold := dc.SendingHold(); lease <= hold {
+		return fmt.Errorf("--relay-sending-lease %v must exceed what a dispatch worker may hold a row SENDING, %v (rate wait + --send-timeout + margin)", lease, hold)
+	}
 	return nil
 }
 
@@ -127,15 +142,16 @@ func runServe(ctx context.Context, args []string) error {
 		})
 	}
 
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(ctx, log, c.HTTPAddr, mux, c.ShutdownTimeout) })
+	// Every component is built before any goroutine starts: a component that fails to build
+	// must not leave the others running without an owner.
+	var runs []func(context.Context) error
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(c, pool, log)
 		if err != nil {
 			return err
 		}
 		defer closeRelay()
-		g.Go(func() error { return relay.Run(ctx) })
+		runs = append(runs, relay.Run)
 	}
 	if c.has("dispatch") {
 		d, closeDispatch, err := newDispatcher(c, pool, log)
@@ -143,7 +159,12 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		defer closeDispatch()
-		g.Go(func() error { return d.Run(ctx) })
+		runs = append(runs, d.Run)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(ctx, log, c.HTTPAddr, mux, c.ShutdownTimeout) })
+	for _, run := range runs {
+		g.Go(func() error { return run(ctx) })
 	}
 	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr), zap.String("version", version))
 	err = g.Wait()

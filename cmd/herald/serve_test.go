@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/heraldhq/herald/internal/stacktest"
+)
+
+// A component that fails to build stops serve before anything runs: no HTTP server or other
+// component is left behind without an owner. (Not parallel: goleak looks at every goroutine.)
+func TestServeBuildFailureLeavesNothingRunning(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dsn := stacktest.PostgresURL(t)
+	err := runServe(context.Background(), []string{
+		"--database-url", dsn, "--roles", "dispatch", "--http-addr", freeAddr(t),
+		"--dispatch-concurrency-high", "-1", "--log-level", "error", // rejected by dispatch.New
+	})
+	require.ErrorContains(t, err, "concurrency")
+}
+
+// The reaper's SENDING lease must outlast a worker's hold on a row, or a second worker calls
+// the provider while the first call is still in flight.
+func TestServeRejectsSendingLeaseShorterThanSendHold(t *testing.T) {
+	parse := func(args ...string) error {
+		var c serveConfig
+		f := newFlags("serve")
+		c.register(f)
+		require.NoError(t, f.Parse(args))
+		return c.validate()
+	}
+	require.NoError(t, parse())
+	require.NoError(t, parse("--send-timeout", "4m", "--rate-limits", "sms:twilio=5"))
+	require.NoError(t, parse("--relay-sending-lease", "10s", "--send-timeout", "4s")) // no limits: no rate wait
+	require.ErrorContains(t, parse("--relay-sending-lease", "30s", "--send-timeout", "30s"), "--relay-sending-lease")
+	// With limits, a LOW delivery may wait 10 s for capacity before its 30 s call.
+	require.ErrorContains(t, parse("--relay-sending-lease", "40s", "--send-timeout", "30s", "--rate-limits", "sms:twilio=5"),
+		"--relay-sending-lease")
+}
