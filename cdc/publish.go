@@ -91,7 +91,7 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 		Value: value,
 		Headers: []kgo.RecordHeader{
 			{Key: herald.HeaderDeliveryID, Value: []byte(row.ID)},
-			{Key: herald.HeaderAttempt, Value: []byte(strconv.Itoa(row.Attempts))},
+			{Key: herald.HeaderAttempt, Value: []byte(strconv.Itoa(row.Attempts + 1))}, // the attempt this record is for
 		},
 	}
 	if tp != "" {

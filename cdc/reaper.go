@@ -13,8 +13,8 @@ import (
 
 // reapQueuedSQL returns QUEUED rows of one priority to PENDING when they were marked QUEUED
 // before the lane's watermark ($4, see laneProgress; NULL when unknown) — their record has
-// been consumed or lost and the row did not move — or when their lease ($2 seconds; NULL
-// while the lane is moving) is over. The row
+// been consumed or lost and the row did not move — or when their lease ($2 seconds,
+// stretched while the lane is moving) is over. The row
 // keeps its (past) next_attempt_at, so the new version is due at write time and the stream
 // publishes it again: the reaper itself never talks to Kafka.
 //
@@ -101,6 +101,9 @@ func (r *reaper) run(ctx context.Context) error {
 	}
 }
 
+// movingLeaseFactor stretches the QUEUED lease of a lane whose consumer group is moving.
+const movingLeaseFactor = 10
+
 func (r *reaper) reap(ctx context.Context) error {
 	var dbNow time.Time
 	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
@@ -119,13 +122,15 @@ func (r *reaper) reap(ctx context.Context) error {
 			watermark = &w
 		}
 		// While the lane's group commits progress, its QUEUED rows are waiting their turn
-		// behind a backlog: the lease would only re-publish live rows in a loop.
+		// behind a backlog: the lease would only re-publish live rows in a loop. Progress is
+		// seen per lane, not per partition, so one stalled partition of a moving lane would
+		// keep its rows QUEUED for as long as the stall lasts: the lease is then stretched,
+		// not lifted.
 		leaseSeconds := r.cfg.QueuedLease[p].Seconds()
-		lease := &leaseSeconds
 		if r.progress.moving(p, dbNow, r.cfg.QueuedLease[p]) {
-			lease = nil
+			leaseSeconds *= movingLeaseFactor
 		}
-		tag, err := r.pool.Exec(ctx, reapQueuedSQL, string(p), lease, r.cfg.ReapBatch, watermark)
+		tag, err := r.pool.Exec(ctx, reapQueuedSQL, string(p), leaseSeconds, r.cfg.ReapBatch, watermark)
 		if err != nil {
 			return fmt.Errorf("reap QUEUED %s rows: %w", p, err)
 		}

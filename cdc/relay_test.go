@@ -40,7 +40,7 @@ func TestRelayPublishesDuePendingRowsToTheirPriorityTopic(t *testing.T) {
 			require.Equal(t, c.priority, r.msg.Priority)
 			require.Equal(t, herald.ChannelSMS, r.msg.Channel)
 			require.NotEmpty(t, r.msg.NotificationID)
-			require.Equal(t, strconv.Itoa(r.msg.Attempts), r.headers[herald.HeaderAttempt])
+			require.Equal(t, strconv.Itoa(r.msg.Attempts+1), r.headers[herald.HeaderAttempt])
 		}
 	}
 	r, _ := h.records.get(normal[0])

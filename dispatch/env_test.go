@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -84,8 +86,21 @@ type delivery struct {
 	UserID    int64
 }
 
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // insert writes a notification and its delivery, PENDING and due, and returns the id.
 func (e *env) insert(d delivery) string {
+	e.t.Helper()
+	return e.insertWith(e.pool, d)
+}
+
+// insertWith is insert through q.
+func (e *env) insertWith(q querier, d delivery) string {
 	e.t.Helper()
 	if d.Channel == "" {
 		d.Channel = herald.ChannelSMS
@@ -97,7 +112,7 @@ func (e *env) insert(d delivery) string {
 		d.UserID = 42
 	}
 	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, `INSERT INTO user_contact (user_id, email, phone, webhook_url)
+	_, err := q.Exec(ctx, `INSERT INTO user_contact (user_id, email, phone, webhook_url)
 		VALUES ($1, 'user@example.com', '+15550100', 'https://hooks.example.com/h') ON CONFLICT DO NOTHING`, d.UserID)
 	require.NoError(e.t, err)
 	var expires *time.Duration
@@ -105,7 +120,7 @@ func (e *env) insert(d delivery) string {
 		expires = &d.ExpiresIn
 	}
 	var id string
-	err = e.pool.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 		WITH n AS (
 			INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category,
 			                          payload, priority, expires_at, response)
@@ -129,7 +144,13 @@ func (e *env) publish(ids ...string) {
 // records builds the relay's records for delivery rows, in the order of ids.
 func (e *env) records(ids ...string) []*kgo.Record {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(),
+	return e.recordsWith(e.pool, ids...)
+}
+
+// recordsWith is records through q.
+func (e *env) recordsWith(q querier, ids ...string) []*kgo.Record {
+	e.t.Helper()
+	rows, err := q.Query(context.Background(),
 		`SELECT id, notification_id, channel, priority, attempts FROM delivery WHERE id = ANY($1)`, ids)
 	require.NoError(e.t, err)
 	defer rows.Close()

@@ -47,7 +47,7 @@ func (l *lane) process(ctx context.Context, rec *kgo.Record) error {
 	// A claim can lose to a change made between read and claim (a racing worker, expiry
 	// during a rate-limit wait); reading again settles what happened.
 	for range 3 {
-		again, err := l.attempt(ctx, msg.DeliveryID, span)
+		again, err := l.attemptVisible(ctx, msg, span)
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "dispatch failed")
@@ -60,17 +60,61 @@ func (l *lane) process(ctx context.Context, rec *kgo.Record) error {
 	return nil
 }
 
+// A transaction's commit record reaches the WAL, and so the relay and Kafka, a moment before
+// the transaction becomes visible to other sessions. A worker fast enough to read the row in
+// that moment sees the version before the published one: no row at all for a new delivery,
+// or the SENDING version a reaper just returned to PENDING. Such a read is retried for up to
+// staleReadWait before the record is taken at its word; dropping it at once would leave the
+// row to the reaper, a delay of seconds to minutes.
+const (
+	staleReadWait  = time.Second
+	staleReadFirst = time.Millisecond
+)
+
+// attemptVisible runs attempt, waiting out a read that does not yet see the published
+// version of the row.
+func (l *lane) attemptVisible(ctx context.Context, msg herald.DeliveryMessage, span trace.Span) (again bool, err error) {
+	deadline := time.Now().Add(staleReadWait)
+	for wait := staleReadFirst; ; wait *= 2 {
+		again, err = l.attempt(ctx, msg, span, time.Now().Before(deadline))
+		if !errors.Is(err, errStaleRead) {
+			return again, err
+		}
+		l.stats.staleReads.Add(1)
+		t := time.NewTimer(min(wait, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errStaleRead says the read saw an older version of the row than the record was made from.
+var errStaleRead = errors.New("row read older than its record")
+
 // attempt runs one read → lease → claim → rate limit → send → record pass. again=true asks
-// for another pass after the row changed underneath.
-func (l *lane) attempt(ctx context.Context, id string, span trace.Span) (again bool, err error) {
+// for another pass after the row changed underneath. With mayBeStale, a read older than the
+// record returns errStaleRead.
+func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span trace.Span, mayBeStale bool) (again bool, err error) {
 	d := l.d
+	id := msg.DeliveryID
 	r, err := load(ctx, d.pool, id)
 	if errors.Is(err, errNotFound) {
+		if mayBeStale {
+			return false, errStaleRead
+		}
 		l.log.Warn("record names an unknown delivery", zap.String("delivery_id", id))
 		return false, nil
 	}
 	if err != nil {
 		return false, err
+	}
+	// The record was made from a PENDING version with msg.Attempts attempts. Fewer attempts,
+	// or SENDING with as many (a claim adds one), is a version from before it.
+	if mayBeStale && (r.Attempts < msg.Attempts || (r.Status == herald.StatusSending && r.Attempts == msg.Attempts)) {
+		return false, errStaleRead
 	}
 	switch {
 	case r.Status.Terminal(), r.Status == herald.StatusSending:

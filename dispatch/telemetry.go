@@ -52,6 +52,7 @@ type laneStats struct {
 	sends       atomic.Int64 // provider calls
 	processed   atomic.Int64 // records handled
 	stale       atomic.Int64 // admissions too old to use by the time of the call
+	staleReads  atomic.Int64 // reads that did not yet see the row version a record was made from
 }
 
 // headerCarrier lets the W3C propagator read a Kafka record's headers.
