@@ -146,7 +146,7 @@ func runServe(ctx context.Context, args []string) error {
 	// must not leave the others running without an owner.
 	var runs []func(context.Context) error
 	if c.has("relay") {
-		relay, closeRelay, err := newRelay(c, pool, log)
+		relay, closeRelay, err := newRelay(ctx, c, log)
 		if err != nil {
 			return err
 		}
@@ -200,9 +200,21 @@ func serveHTTP(ctx context.Context, log *zap.Logger, addr string, h http.Handler
 	return nil
 }
 
-func newRelay(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*cdc.Relay, func(), error) {
+// relayPoolConns sizes the relay's own pool: the marker, the sweeper, the reaper and the lag
+// probe. It is separate from the pool of ingest and dispatch so that a busy API or a full
+// set of dispatch workers never delays marking rows QUEUED.
+const relayPoolConns = 4
+
+func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, func(), error) {
+	pc := c.commonConfig
+	pc.MaxConns = relayPoolConns
+	pool, err := openPool(ctx, pc)
+	if err != nil {
+		return nil, nil, err
+	}
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaBrokers...), kgo.ProducerLinger(0))
 	if err != nil {
+		pool.Close()
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
 	}
 	rcfg := c.Relay.config(c.Topics)
@@ -210,9 +222,10 @@ func newRelay(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*cdc.Relay, f
 	relay, err := cdc.New(rcfg, pool, kcl, log)
 	if err != nil {
 		kcl.Close()
+		pool.Close()
 		return nil, nil, fmt.Errorf("relay: %w", err)
 	}
-	return relay, kcl.Close, nil
+	return relay, func() { kcl.Close(); pool.Close() }, nil
 }
 
 func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatch.Dispatcher, func(), error) {

@@ -1,0 +1,291 @@
+// Package e2e holds herald's end-to-end benchmarks: the ingest API, the CDC relay and the
+// dispatch lanes run in this process against the real local PostgreSQL, Kafka and Redis;
+// only the provider is an in-memory recorder, so that the figures measure herald itself.
+//
+//	make stack-up && eval "$(deploy/local/stack.sh env)"
+//	go test -run '^$' -bench HighLatency -benchtime 1x -timeout 20m ./bench/e2e
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/cdc"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/stacktest"
+	"github.com/heraldhq/herald/senders"
+)
+
+const provider = "sms:bench"
+
+// stack is one herald (ingest + relay + dispatch) running in this process.
+type stack struct {
+	pool   *pgxpool.Pool
+	url    string
+	key    string
+	sender *dispatch.MemorySender
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startStack(b *testing.B, limit int) *stack {
+	b.Helper()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	ctx, cancel := context.WithCancel(context.Background())
+	// Pools as herald serve sizes them: one for ingest and dispatch, a small one for the relay.
+	dbURL := stacktest.PostgresURL(b)
+	s := &stack{pool: newPool(b, dbURL, 32), cancel: cancel}
+	relayPool := newPool(b, dbURL, 4)
+	b.Cleanup(s.stop)
+	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2})
+	rdb, prefix := stacktest.Redis(b)
+	log := zap.NewNop()
+
+	api, err := ingest.New(ingest.Config{}, s.pool, log)
+	must(b, err)
+	srv := httptest.NewServer(api.Handler())
+	b.Cleanup(srv.Close)
+	s.url = srv.URL
+	_, s.key, err = ingest.CreateAPIClient(ctx, s.pool, "bench")
+	must(b, err)
+	_, err = s.pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('bench', 'bench', '{SMS}')`)
+	must(b, err)
+
+	byPriority := map[herald.Priority]string{
+		herald.PriorityHigh: topics["high"], herald.PriorityNormal: topics["normal"], herald.PriorityLow: topics["low"],
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0))
+	must(b, err)
+	b.Cleanup(kcl.Close)
+	slot := stacktest.Name("bench")
+	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority}, relayPool, kcl, log)
+	must(b, err)
+
+	s.sender = &dispatch.MemorySender{ProviderName: provider}
+	// LOW gets more workers than its default 2: each delivery makes two commits, and at the
+	// default the lane drains below its 60 % share of the provider limit.
+	concurrency := map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}
+	lanes := map[herald.Priority]dispatch.LaneConfig{}
+	for p, t := range byPriority {
+		lanes[p] = dispatch.LaneConfig{Topic: t, Group: t + ".group", Concurrency: concurrency[p]}
+	}
+	d, err := dispatch.New(dispatch.Config{
+		Brokers:     stacktest.KafkaBrokers(b),
+		Lanes:       lanes,
+		RateLimits:  map[string]int{provider: limit},
+		RedisPrefix: prefix,
+	}, s.pool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
+	must(b, err)
+
+	for _, run := range []func(context.Context) error{relay.Run, d.Run} {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := run(ctx); err != nil {
+				b.Errorf("component stopped: %v", err)
+			}
+		}()
+	}
+	// Rows committed before the slot exists reach Kafka through the sweeper only, after its
+	// grace period: wait for the relay to stream.
+	waitFor(b, time.Minute, "relay streaming", func() bool {
+		var streaming bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid
+			WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming)
+		must(b, err)
+		return streaming
+	})
+	return s
+}
+
+func (s *stack) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// insertBacklog writes n LOW SMS deliveries straight into the database, in transactions of
+// 10,000 rows, as a campaign would after its ingest.
+func (s *stack) insertBacklog(b *testing.B, n int) {
+	b.Helper()
+	ctx := context.Background()
+	var clientID string
+	must(b, s.pool.QueryRow(ctx, `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	for from := 1; from <= n; from += 10000 {
+		to := min(from+9999, n)
+		_, err := s.pool.Exec(ctx, `
+			WITH n AS (
+				INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
+					category, recipient, priority, response)
+				SELECT gen_random_uuid(), $1, 'campaign-' || g, '\x00', g, 'bench', 'bench',
+					'{"phone":"+15550000000"}', 'LOW', '{}'
+				FROM generate_series($2::int, $3::int) g
+				RETURNING id)
+			INSERT INTO delivery (id, notification_id, channel, priority)
+			SELECT gen_random_uuid(), id, 'SMS', 'LOW' FROM n`, clientID, from, to)
+		must(b, err)
+	}
+}
+
+// post sends one notification through the API and returns its delivery id.
+func (s *stack) post(b *testing.B, key string, priority herald.Priority) string {
+	body := fmt.Sprintf(`{"userId":7,"template":"bench","priority":%q,"channels":["SMS"],`+
+		`"payload":{"code":"123456"},"to":{"phone":"+15550000001"}}`, priority)
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/api/notifications", bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	must(b, err)
+	defer resp.Body.Close()
+	var out struct {
+		Deliveries []struct{ ID string } `json:"deliveries"`
+	}
+	must(b, json.NewDecoder(resp.Body).Decode(&out))
+	if resp.StatusCode != http.StatusAccepted || len(out.Deliveries) != 1 {
+		b.Fatalf("POST: %s, %d deliveries", resp.Status, len(out.Deliveries))
+	}
+	return out.Deliveries[0].ID
+}
+
+// BenchmarkHighLatencyUnderLowBacklog measures, for HIGH notifications, the time from the
+// API call to the provider call while a LOW campaign drains at the provider's limit.
+func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
+	const (
+		backlog  = 100_000
+		limit    = 500
+		highRate = 20 // HIGH notifications per second
+		measure  = 30 * time.Second
+	)
+	s := startStack(b, limit)
+
+	var mu sync.Mutex
+	called := map[string]time.Time{}
+	s.sender.OnCall = func(m *senders.Message) {
+		if m.Priority == herald.PriorityHigh {
+			mu.Lock()
+			called[m.DeliveryID] = time.Now()
+			mu.Unlock()
+		}
+	}
+
+	t0 := time.Now()
+	s.insertBacklog(b, backlog)
+	inserted := time.Since(t0)
+	// The campaign is in Kafka and draining at the provider's limit once the relay has
+	// published every row; measure HIGH from then on.
+	waitFor(b, 5*time.Minute, "LOW backlog published", func() bool {
+		var pending int
+		// Rows still in the version the campaign wrote: not yet published and marked QUEUED.
+		// (A rate-limit deferral also makes a row PENDING, with a future next_attempt_at.)
+		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery
+			WHERE status = 'PENDING' AND attempts = 0 AND next_attempt_at = created_at`).Scan(&pending))
+		return pending == 0
+	})
+	b.Logf("LOW backlog of %d: inserted in %s, published to Kafka %s after the insert began",
+		backlog, inserted.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+
+	b.ResetTimer()
+	started := map[string]time.Time{}
+	tick := time.NewTicker(time.Second / highRate)
+	defer tick.Stop()
+	end := time.Now().Add(measure)
+	for i := 0; time.Now().Before(end); i++ {
+		<-tick.C
+		t0 := time.Now()
+		id := s.post(b, fmt.Sprintf("high-%d", i), herald.PriorityHigh)
+		started[id] = t0
+	}
+	waitFor(b, time.Minute, "every HIGH delivery sent", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(called) >= len(started)
+	})
+	b.StopTimer()
+
+	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	mu.Lock()
+	for id, t0 := range started {
+		_ = hist.RecordValue(called[id].Sub(t0).Microseconds())
+	}
+	mu.Unlock()
+	calls := s.sender.Calls()
+	lowSent := 0
+	for _, c := range calls {
+		if c.Message.Priority == herald.PriorityLow {
+			lowSent++
+		}
+	}
+	ms := func(q float64) float64 { return float64(hist.ValueAtQuantile(q)) / 1000 }
+	b.ReportMetric(ms(50), "p50-ms")
+	b.ReportMetric(ms(99), "p99-ms")
+	b.ReportMetric(float64(hist.Max())/1000, "max-ms")
+	b.ReportMetric(float64(maxInWindow(calls, time.Second)), "max-calls/1s-window")
+	b.Logf("HIGH API call → provider call over %d notifications at %d/s, LOW backlog %d at limit %d/s: "+
+		"p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %d LOW sent meanwhile; at most %d calls in any 1 s window",
+		len(started), highRate, backlog, limit, ms(50), ms(90), ms(99), float64(hist.Max())/1000, lowSent,
+		maxInWindow(calls, time.Second))
+}
+
+// maxInWindow returns the most calls that fall in any window of length w.
+func maxInWindow(calls []dispatch.Call, w time.Duration) int {
+	ts := make([]time.Time, len(calls))
+	for i, c := range calls {
+		ts[i] = c.At
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	best, lo := 0, 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+func waitFor(b *testing.B, timeout time.Duration, what string, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	must(b, err)
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	must(b, err)
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
