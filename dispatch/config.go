@@ -87,13 +87,15 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is the policy of a channel without its own.
 var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}
 
-var defaultLanes = map[herald.Priority]LaneConfig{
+// DefaultLanes are the lane settings used where Config.Lanes leaves a field zero.
+var DefaultLanes = map[herald.Priority]LaneConfig{
 	herald.PriorityHigh:   {Topic: "notifications.high", Group: "herald-dispatch-high", Concurrency: 12, RateWait: 2 * time.Second},
 	herald.PriorityNormal: {Topic: "notifications.normal", Group: "herald-dispatch-normal", Concurrency: 6, RateWait: 5 * time.Second},
 	herald.PriorityLow:    {Topic: "notifications.low", Group: "herald-dispatch-low", Concurrency: 2, RateWait: 10 * time.Second},
 }
 
-var defaultShares = map[herald.Priority]float64{
+// DefaultRateShares are the shares of a provider limit used where Config.RateShares has no entry.
+var DefaultRateShares = map[herald.Priority]float64{
 	herald.PriorityHigh: 1.0, herald.PriorityNormal: 0.9, herald.PriorityLow: 0.6,
 }
 
@@ -101,7 +103,7 @@ var defaultShares = map[herald.Priority]float64{
 func (c Config) withDefaults() Config {
 	lanes := make(map[herald.Priority]LaneConfig, len(herald.Priorities))
 	for _, p := range herald.Priorities {
-		l, d := c.Lanes[p], defaultLanes[p]
+		l, d := c.Lanes[p], DefaultLanes[p]
 		if l.Topic == "" {
 			l.Topic = d.Topic
 		}
@@ -142,7 +144,7 @@ func (c Config) withDefaults() Config {
 	for _, p := range herald.Priorities {
 		s, ok := c.RateShares[p]
 		if !ok {
-			s = defaultShares[p]
+			s = DefaultRateShares[p]
 		}
 		shares[p] = s
 	}

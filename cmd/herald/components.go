@@ -74,17 +74,14 @@ type dispatchFlags struct {
 	retry       dispatch.RetryPolicy
 }
 
-var defaultConcurrency = map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 2}
-var defaultShares = map[herald.Priority]float64{herald.PriorityHigh: 1, herald.PriorityNormal: 0.9, herald.PriorityLow: 0.6}
-
 func (d *dispatchFlags) register(f *envFlags) {
 	d.concurrency = map[herald.Priority]*int{}
 	d.shares = map[herald.Priority]*float64{}
 	for _, p := range herald.Priorities {
 		lp := strings.ToLower(string(p))
 		d.concurrency[p], d.shares[p] = new(int), new(float64)
-		f.Int(d.concurrency[p], "dispatch-concurrency-"+lp, defaultConcurrency[p], "deliveries of the "+string(p)+" lane processed at once")
-		f.Float(d.shares[p], "rate-share-"+lp, defaultShares[p], "share of a provider's rate limit "+string(p)+" deliveries may use")
+		f.Int(d.concurrency[p], "dispatch-concurrency-"+lp, dispatch.DefaultLanes[p].Concurrency, "deliveries of the "+string(p)+" lane processed at once")
+		f.Float(d.shares[p], "rate-share-"+lp, dispatch.DefaultRateShares[p], "share of a provider's rate limit "+string(p)+" deliveries may use")
 	}
 	f.String(&d.rateLimits, "rate-limits", "", "provider rate limits in calls per second, e.g. sms:twilio=100,email:smtp=50")
 	f.Int(&d.cfg.DegradedProcesses, "degraded-processes", 4, "most dispatch processes at once; each takes limit/N while Redis is down")
