@@ -37,8 +37,9 @@ type acceptedDelivery struct {
 // delivery insert reads the notification insert's RETURNING, so when the Idempotency-Key is
 // already taken (ON CONFLICT DO NOTHING: a concurrent request with the same key waits here
 // for the other transaction and then inserts nothing) no delivery row is written either,
-// and the count is 0. next_attempt_at is left to its column default, now(), the database
-// clock: the relay publishes these rows at once.
+// and the count is 0. next_attempt_at is $17 for deliveries due later (sendAt, quiet hours:
+// the sweeper publishes them when it passes); NULL means now(), the database clock, which
+// equals the row's updated_at, so the relay publishes it at once.
 const insertNotification = `
 WITH n AS (
     INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
@@ -48,25 +49,8 @@ WITH n AS (
     ON CONFLICT (client_id, idempotency_key) DO NOTHING
     RETURNING id, priority, expires_at, traceparent
 ), d AS (
-    INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent)
-    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent
-    FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
-)
-SELECT count(*) FROM n`
-
-// insertNotificationDeferred is insertNotification for deliveries due later (sendAt, quiet
-// hours): next_attempt_at is $17, and the sweeper publishes the rows when it passes.
-const insertNotificationDeferred = `
-WITH n AS (
-    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
-                              category, payload, recipient, priority, traceparent, send_at,
-                              expires_at, response)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-    ON CONFLICT (client_id, idempotency_key) DO NOTHING
-    RETURNING id, priority, expires_at, traceparent
-), d AS (
     INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent, next_attempt_at)
-    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent, $17
+    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent, coalesce($17::timestamptz, now())
     FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
 )
 SELECT count(*) FROM n`
@@ -198,12 +182,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err != nil {
 		return accepted{}, err
 	}
-	query := insertNotification
-	if next != nil {
-		query = insertNotificationDeferred
-		args = append(args, *next)
-	}
-	inserted, err := insertAndCommit(ctx, conn, query, args)
+	inserted, err := insertAndCommit(ctx, conn, insertNotification, append(args, next))
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
