@@ -145,11 +145,30 @@ func (e *env) post(key string, body any) response {
 	return e.do(http.MethodPost, "/api/notifications", body, map[string]string{"Idempotency-Key": key})
 }
 
-// template registers a template with the given channels (category "transactional").
+// template registers a template with the given channels and, for each, default-locale
+// content that uses no payload variable.
 func (e *env) template(name string, category string, channels ...string) {
 	e.t.Helper()
+	content := map[string]any{}
+	for _, c := range channels {
+		content[c] = map[string]any{"default": plainContent[c]}
+	}
+	e.templateWith(name, category, content, channels...)
+}
+
+// plainContent is content per channel without payload variables.
+var plainContent = map[string]any{
+	"PUSH":    map[string]any{"title": "Hi", "body": "hi"},
+	"EMAIL":   map[string]any{"subject": "Hi", "text": "hi"},
+	"SMS":     map[string]any{"text": "hi"},
+	"WEBHOOK": map[string]any{"json": map[string]any{"text": "hi"}},
+}
+
+// templateWith registers a template with the given content.
+func (e *env) templateWith(name, category string, content map[string]any, channels ...string) {
+	e.t.Helper()
 	res := e.do(http.MethodPut, "/api/templates/"+name, map[string]any{
-		"category": category, "channels": channels, "content": map[string]any{"body": "hi"},
+		"category": category, "channels": channels, "content": content,
 	}, nil)
 	require.Equal(e.t, http.StatusOK, res.status, "%s", res.body)
 }

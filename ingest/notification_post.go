@@ -171,6 +171,9 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err != nil {
 		return accepted{}, err
 	}
+	if err := checkRender(ac.templateContent, ac.locale, deliver, in.Payload); err != nil {
+		return accepted{}, err
+	}
 	loc, err := loadLocation(ac.timeZone)
 	if err != nil { // time zones are validated on input; a zone database change could still do it
 		a.log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", in.UserID), zap.Error(err))

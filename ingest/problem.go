@@ -16,7 +16,9 @@ const (
 	codeMalformedJSON        = "malformed_json"         // 400
 	codeUnknownField         = "unknown_field"          // 400
 	codeValidationFailed     = "validation_failed"      // 400
+	codeInvalidTemplate      = "invalid_template"       // 400
 	codeUnknownTemplate      = "unknown_template"       // 422
+	codeTemplateRenderFailed = "template_render_failed" // 422
 	codeIdempotencyKeyReused = "idempotency_key_reused" // 422
 	codeNotReady             = "not_ready"              // 503
 	codeInternal             = "internal"               // 500

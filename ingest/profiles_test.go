@@ -62,7 +62,10 @@ func TestTemplateRegistry(t *testing.T) {
 	e := newEnv(t)
 	requireProblem(t, e.do(http.MethodGet, "/api/templates/welcome", nil, nil), http.StatusNotFound, codeNotFound)
 	requireProblem(t, e.do(http.MethodGet, "/api/templates/bad%00name", nil, nil), http.StatusNotFound, codeNotFound)
-	content := map[string]any{"EMAIL": map[string]any{"en": map[string]any{"subject": "Hi {{.name}}"}}}
+	content := map[string]any{
+		"EMAIL": map[string]any{"default": map[string]any{"subject": "Hi {{.name}}", "text": "Welcome"}},
+		"SMS":   map[string]any{"default": map[string]any{"text": "Welcome {{.name}}"}, "de": map[string]any{"text": "Willkommen {{.name}}"}},
+	}
 	res := e.do(http.MethodPut, "/api/templates/welcome", map[string]any{
 		"category": "onboarding", "channels": []string{"SMS", "EMAIL"}, "content": content,
 	}, nil)

@@ -19,12 +19,12 @@ const (
 
 // loadAcceptContext reads, in one round trip inside the accepting transaction, everything a
 // POST needs besides its body: the transaction's clock, an earlier notification with the same
-// Idempotency-Key, the template, which addresses the user's contact holds, and the user's
+// Idempotency-Key, the template (with its content), the user's locale, which addresses the user's contact holds, and the user's
 // preferences. Every part is a LEFT JOIN so that one row always comes back.
 const loadAcceptContext = `
 SELECT now(),
        ex.request_hash, ex.response,
-       t.category, t.channels,
+       t.category, t.channels, t.content, coalesce(c.locale, ''),
        c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
        EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = $3),
        coalesce(c.time_zone, 'UTC'),
@@ -42,6 +42,8 @@ type acceptContext struct {
 	existingResponse []byte
 	templateCategory *string // nil: unknown template
 	templateChannels []string
+	templateContent  []byte // senders/templates content; {} for the built-in fallback
+	locale           string // the stored contact's locale; "" = the template's default
 	hasEmail         bool
 	hasPhone         bool
 	hasWebhook       bool
@@ -56,7 +58,7 @@ func scanAcceptContext(row pgx.Row, userID int64) (*acceptContext, error) {
 	var ac acceptContext
 	err := row.Scan(
 		&ac.now, &ac.existingHash, &ac.existingResponse,
-		&ac.templateCategory, &ac.templateChannels,
+		&ac.templateCategory, &ac.templateChannels, &ac.templateContent, &ac.locale,
 		&ac.hasEmail, &ac.hasPhone, &ac.hasWebhook, &ac.hasPushTokens,
 		&ac.timeZone, &ac.optOuts, &ac.quietStart, &ac.quietEnd)
 	if err != nil {

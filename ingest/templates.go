@@ -12,8 +12,9 @@ import (
 )
 
 // templateJSON is a template of the registry: the name a notification refers to, the
-// category its notifications get by default, the channels it supports, and its content, an
-// opaque JSON object stored for the senders (its shape is theirs).
+// category its notifications get by default, the channels it supports, and its content per
+// channel and locale in the shape of senders/templates ({} renders with dispatch's built-in
+// fallback).
 type templateJSON struct {
 	Name      string          `json:"name"`
 	Category  string          `json:"category"`
@@ -58,9 +59,14 @@ func (a *API) putTemplate(w http.ResponseWriter, r *http.Request) {
 		t.Category = *req.Category
 		checkCategory(&fe, "category", t.Category)
 	}
-	t.Channels = channelStrings(parseChannels(&fe, "channels", req.Channels, req.Channels != nil))
+	channels := parseChannels(&fe, "channels", req.Channels, req.Channels != nil)
+	t.Channels = channelStrings(channels)
 	t.Content = normalizeObject(&fe, "content", req.Content, int(a.cfg.MaxBodyBytes))
 	if err := fe.err(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := checkTemplateContent(t.Content, channels); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -45,13 +45,20 @@ type stack struct {
 	wg     sync.WaitGroup
 }
 
-func startStack(b *testing.B, limit int) *stack {
+// options shape one benchmark's herald.
+type options struct {
+	limit       int // SMS provider calls per second; 0: unlimited
+	concurrency map[herald.Priority]int
+	poolConns   int32 // the ingest and dispatch pool
+}
+
+func startStack(b *testing.B, o options) *stack {
 	b.Helper()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider())
 	ctx, cancel := context.WithCancel(context.Background())
 	// Pools as herald serve sizes them: one for ingest and dispatch, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
-	s := &stack{pool: newPool(b, dbURL, 32), cancel: cancel}
+	s := &stack{pool: newPool(b, dbURL, o.poolConns), cancel: cancel}
 	relayPool := newPool(b, dbURL, 4)
 	b.Cleanup(s.stop)
 	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2})
@@ -79,17 +86,18 @@ func startStack(b *testing.B, limit int) *stack {
 	must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}
-	// LOW gets more workers than its default 2: each delivery makes two commits, and at the
-	// default the lane drains below its 60 % share of the provider limit.
-	concurrency := map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}
 	lanes := map[herald.Priority]dispatch.LaneConfig{}
 	for p, t := range byPriority {
-		lanes[p] = dispatch.LaneConfig{Topic: t, Group: t + ".group", Concurrency: concurrency[p]}
+		lanes[p] = dispatch.LaneConfig{Topic: t, Group: t + ".group", Concurrency: o.concurrency[p]}
+	}
+	limits := map[string]int{}
+	if o.limit > 0 {
+		limits[provider] = o.limit
 	}
 	d, err := dispatch.New(dispatch.Config{
 		Brokers:     stacktest.KafkaBrokers(b),
 		Lanes:       lanes,
-		RateLimits:  map[string]int{provider: limit},
+		RateLimits:  limits,
 		RedisPrefix: prefix,
 	}, s.pool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
 	must(b, err)
@@ -125,6 +133,12 @@ func (s *stack) stop() {
 // 10,000 rows, as a campaign would after its ingest.
 func (s *stack) insertBacklog(b *testing.B, n int) {
 	b.Helper()
+	s.insertBacklogAs(b, n, herald.PriorityLow)
+}
+
+// insertBacklogAs is insertBacklog with another priority.
+func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
+	b.Helper()
 	ctx := context.Background()
 	var clientID string
 	must(b, s.pool.QueryRow(ctx, `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
@@ -135,11 +149,11 @@ func (s *stack) insertBacklog(b *testing.B, n int) {
 				INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
 					category, recipient, priority, response)
 				SELECT gen_random_uuid(), $1, 'campaign-' || g, '\x00', g, 'bench', 'bench',
-					'{"phone":"+15550000000"}', 'LOW', '{}'
+					'{"phone":"+15550000000"}', $4, '{}'
 				FROM generate_series($2::int, $3::int) g
 				RETURNING id)
 			INSERT INTO delivery (id, notification_id, channel, priority)
-			SELECT gen_random_uuid(), id, 'SMS', 'LOW' FROM n`, clientID, from, to)
+			SELECT gen_random_uuid(), id, 'SMS', $4 FROM n`, clientID, from, to, string(prio))
 		must(b, err)
 	}
 }
@@ -174,7 +188,10 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 		highRate = 20 // HIGH notifications per second
 		measure  = 30 * time.Second
 	)
-	s := startStack(b, limit)
+	// LOW gets more workers than its default 2: each delivery makes two commits, and at the
+	// default the lane drains below its 60 % share of the provider limit.
+	s := startStack(b, options{limit: limit, poolConns: 32, concurrency: map[herald.Priority]int{
+		herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
 
 	var mu sync.Mutex
 	called := map[string]time.Time{}
@@ -242,6 +259,33 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 		"p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %d LOW sent meanwhile; at most %d calls in any 1 s window",
 		len(started), highRate, backlog, limit, ms(50), ms(90), ms(99), float64(hist.Max())/1000, lowSent,
 		maxInWindow(calls, time.Second))
+}
+
+// BenchmarkThroughputLimitsLifted measures how many deliveries per second herald completes
+// end to end (relay, Kafka, claim, provider call, outcome) with no rate limit and a provider
+// that answers at once: a 100,000-delivery NORMAL backlog, from the first provider call to
+// the last delivery SENT.
+func BenchmarkThroughputLimitsLifted(b *testing.B) {
+	const backlog = 100_000
+	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
+		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
+	b.ResetTimer()
+	s.insertBacklogAs(b, backlog, herald.PriorityNormal)
+	waitFor(b, 10*time.Minute, "every delivery sent", func() bool {
+		var sent int
+		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
+		return sent == backlog
+	})
+	b.StopTimer()
+	var first, last time.Time
+	must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
+	calls := s.sender.Calls()
+	span := calls[len(calls)-1].At.Sub(calls[0].At)
+	b.ReportMetric(float64(backlog)/last.Sub(first).Seconds(), "deliveries/s")
+	b.Logf("%d NORMAL deliveries, no rate limit, zero-latency provider, NORMAL lane concurrency 64: "+
+		"%.0f deliveries/s from the first insert to the last SENT (%s); provider calls %d over %s",
+		backlog, float64(backlog)/last.Sub(first).Seconds(), last.Sub(first).Round(time.Millisecond),
+		len(calls), span.Round(time.Millisecond))
 }
 
 // maxInWindow returns the most calls that fall in any window of length w.
