@@ -205,12 +205,14 @@ func TestEndToEndEverySenderThroughAnOutage(t *testing.T) {
 	healthy := e.post(t, "healthy", perPhase, users, all...)
 	e.waitAllFinal(t, len(healthy), 60*time.Second)
 	require.Equal(t, map[string]int{"SENT": len(healthy)}, e.counts(t))
-	got := delivered(e.sim.records(t))
+	recs := e.sim.records(t)
+	got := delivered(recs)
 	for _, d := range healthy {
 		for _, p := range providersOf[d.Channel] {
 			require.Equal(t, 1, got[p][d.ID], "%s delivery %s at %s", d.Channel, d.ID, p)
 		}
 	}
+	requireOneTrace(t, e, recs, healthy)
 
 	// The outage: every provider answers 503 until each has refused every new delivery at
 	// least twice; then it heals.
@@ -253,6 +255,41 @@ func TestEndToEndEverySenderThroughAnOutage(t *testing.T) {
 	for p, s := range e.sim.stats(t) {
 		require.Zero(t, s.Duplicates, "duplicates at %s", p)
 	}
+}
+
+// requireOneTrace checks that every HTTP provider call of deliveries carried the trace that
+// ingest started for its notification: one trace from the API call to the provider.
+func requireOneTrace(t *testing.T, e *e2e, recs []sim.Record, deliveries []delivery) {
+	t.Helper()
+	stored := map[string]string{}
+	rows, err := e.pool.Query(context.Background(), `SELECT id::text, traceparent FROM delivery WHERE id = ANY($1)`, ids(deliveries))
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, tp string
+		require.NoError(t, rows.Scan(&id, &tp))
+		stored[id] = traceID(tp)
+	}
+	require.NoError(t, rows.Err())
+	checked := 0
+	for _, r := range recs {
+		want, ok := stored[r.Key]
+		if !ok || r.Provider == sim.SMTP {
+			continue // another phase's delivery, or SMTP, which has no trace header
+		}
+		require.NotEmpty(t, want, "delivery %s has no stored traceparent", r.Key)
+		require.Equal(t, want, traceID(r.Traceparent), "%s call of delivery %s is not in its notification's trace", r.Provider, r.Key)
+		checked++
+	}
+	require.Positive(t, checked)
+}
+
+// traceID returns the trace-id field of a W3C traceparent.
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[1]
 }
 
 func ids(ds []delivery) []string {

@@ -37,7 +37,8 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 		}
 		key, status, problem := p.key(r, body)
 		if problem != "" {
-			s.records.add(Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: Rejected, Status: status})
+			s.records.add(Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: Rejected, Status: status,
+				Traceparent: r.Header.Get("traceparent")})
 			http.Error(w, problem, status)
 			return
 		}
@@ -46,7 +47,8 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 			webhook.Verify([]byte(s.cfg.WebhookSecret), r.Header.Get(webhook.HeaderSignature), body, received, 5*time.Minute) != nil {
 			o = BadSignature
 		}
-		rec := Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: o, DelayMs: float64(delay) / 1e6}
+		rec := Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: o, DelayMs: float64(delay) / 1e6,
+			Traceparent: r.Header.Get("traceparent")}
 		if o == TimedOut {
 			s.records.add(rec)
 			select { // taken, never answered

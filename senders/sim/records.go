@@ -19,6 +19,8 @@ type Record struct {
 	Status int `json:"status"`
 	// DelayMs is the injected response delay.
 	DelayMs float64 `json:"delayMs"`
+	// Traceparent is the request's W3C traceparent header, when it carried one.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Stats summarises the records of one provider.
