@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -33,6 +34,7 @@ type serveConfig struct {
 	RedisAddr       string
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
+	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
 	Dispatch        dispatchFlags
@@ -47,6 +49,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
 	f.String(&c.RedisAddr, "redis-addr", "127.0.0.1:56379", "Redis address")
 	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take to finish in-flight work")
+	f.String(&c.TemplatesDir, "templates-dir", "", "directory of NAME.json templates (the body of PUT /api/templates/NAME) stored at start-up")
 	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
 	c.Topics.register(f)
 	c.Relay.register(f)
@@ -121,6 +124,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	} else if len(res) > 0 {
 		log.Info("migrations applied", zap.Int("count", len(res)))
+	}
+	if c.TemplatesDir != "" {
+		names, err := ingest.SeedTemplates(ctx, pool, os.DirFS(c.TemplatesDir))
+		if err != nil {
+			return fmt.Errorf("seed templates from %s: %w", c.TemplatesDir, err)
+		}
+		log.Info("templates seeded", zap.String("dir", c.TemplatesDir), zap.Strings("names", names))
 	}
 
 	mux := http.NewServeMux()

@@ -66,16 +66,8 @@ herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running
 dev API key: $key
 provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
 
-# once: a template with content for every channel, and a user with every contact
-curl -sS -X PUT $base/api/templates/otp \\
-  -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
-  -d '{"category": "security", "channels": ["PUSH", "EMAIL", "SMS", "WEBHOOK"], "content": {
-        "PUSH":    {"default": {"title": "Your code", "body": "Code {{.code}}"}},
-        "EMAIL":   {"default": {"subject": "Your code {{.code}}", "text": "Your code is {{.code}}.",
-                                "html": "<p>Your code is <b>{{.code}}</b>.</p>"}},
-        "SMS":     {"default": {"text": "Your code is {{.code}}"}},
-        "WEBHOOK": {"default": {"json": {"event": "otp", "code": "{{.code}}"}}}}}'
-
+# templates otp and order_shipped are seeded from deploy/local/templates/ (--templates-dir);
+# GET $base/api/templates/otp shows one. Once: a user with every contact
 curl -sS -X PUT $base/api/users/42 \\
   -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \\
   -d '{"email": "ada@example.com", "phone": "+447700900123", "webhookUrl": "${HERALD_SIM_WEBHOOK_URL}ada",
@@ -104,4 +96,4 @@ echo "==========================================================================
 echo
 
 # Not exec: the EXIT trap stops the simulator once herald has stopped.
-"$HERALD" serve
+"$HERALD" serve --templates-dir deploy/local/templates
