@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +17,19 @@ import (
 	"github.com/heraldhq/herald/senders/sim"
 )
 
+// clearHeraldEnv unsets every HERALD_* variable for the test (the stack's env, mailpit's SMTP
+// address among them, must not decide what these tests build); they come back after it.
+func clearHeraldEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "HERALD_") {
+			t.Setenv(k, v) // restores it when the test ends
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+}
+
 func parseSenderFlags(t *testing.T, args ...string) (*senderFlags, *envFlags) {
 	t.Helper()
 	var s senderFlags
@@ -27,6 +41,7 @@ func parseSenderFlags(t *testing.T, args ...string) (*senderFlags, *envFlags) {
 
 // The simulator's env file must name real serve flags, and build a sender for every channel.
 func TestSimEnvBuildsEverySender(t *testing.T) {
+	clearHeraldEnv(t)
 	dir := t.TempDir()
 	c := simConfig{cfg: sim.Config{Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", SMTPAddr: "127.0.0.1:0",
 		CertFile: dir + "/sim.pem"}, dir: dir, webhookSecret: "whsec_test"}
@@ -78,6 +93,7 @@ func TestSimEnvBuildsEverySender(t *testing.T) {
 }
 
 func TestSecretFlagsAreNeverPrinted(t *testing.T) {
+	clearHeraldEnv(t)
 	t.Setenv("HERALD_TWILIO_AUTH_TOKEN", "env-token-123")
 	s, f := parseSenderFlags(t, "--smtp-password", "flag-password-456")
 	require.Equal(t, "env-token-123", s.Twilio.Password)
@@ -91,6 +107,7 @@ func TestSecretFlagsAreNeverPrinted(t *testing.T) {
 }
 
 func TestBuildSenderModes(t *testing.T) {
+	clearHeraldEnv(t)
 	s, _ := parseSenderFlags(t)
 	snd, closeAll, err := s.build(zap.NewNop())
 	require.NoError(t, err)
