@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Class says what a failed send means for the delivery.
@@ -77,4 +79,16 @@ func PermanentError(code string, err error) *Error {
 // AmbiguousError returns an Ambiguous *Error.
 func AmbiguousError(code string, err error) *Error {
 	return &Error{Class: Ambiguous, Code: code, Err: err}
+}
+
+// LogFailure logs a failed send at debug level with what is safe to log: the delivery id,
+// the class and the provider's code. Never the recipient, the content or the error text,
+// which may quote either.
+func LogFailure(log *zap.Logger, m *Message, err error) {
+	class, se := Classify(err)
+	code := ""
+	if se != nil {
+		code = se.Code
+	}
+	log.Debug("send failed", zap.String("delivery_id", m.DeliveryID), zap.Stringer("class", class), zap.String("code", code))
 }

@@ -164,7 +164,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 
 	resp, err := senders.DoHTTP(s.client, req)
 	if err != nil {
-		s.logFailure(m, err)
+		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("apns delivery %s: %w", m.DeliveryID, err)
 	}
 	respBody := senders.ReadBody(resp)
@@ -181,18 +181,8 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	if tokenGone(se.Code) {
 		res.InvalidTokens = []string{token}
 	}
-	s.logFailure(m, se)
+	senders.LogFailure(s.log, m, se)
 	return res, fmt.Errorf("apns delivery %s: %w", m.DeliveryID, se)
-}
-
-func (s *Sender) logFailure(m *senders.Message, err error) {
-	class, se := senders.Classify(err)
-	code := ""
-	if se != nil {
-		code = se.Code
-	}
-	s.log.Debug("apns send failed", zap.String("delivery_id", m.DeliveryID),
-		zap.Stringer("class", class), zap.String("code", code))
 }
 
 // priority maps herald priorities to apns-priority: 10 delivers immediately, 5 lets the

@@ -173,7 +173,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	tok, err := s.tokens.Token()
 	if err != nil {
 		err = senders.TransientError("oauth", 0, fmt.Errorf("fcm delivery %s: fetch oauth2 token: %s", m.DeliveryID, tokenErrorText(err)))
-		s.logFailure(m, err)
+		senders.LogFailure(s.log, m, err)
 		return res, err
 	}
 
@@ -187,7 +187,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	tok.SetAuthHeader(req)
 	resp, err := senders.DoHTTP(s.client, req)
 	if err != nil {
-		s.logFailure(m, err)
+		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("fcm delivery %s: %w", m.DeliveryID, err)
 	}
 	respBody := senders.ReadBody(resp)
@@ -204,18 +204,8 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	if tokenGone(se.Code) {
 		res.InvalidTokens = []string{token}
 	}
-	s.logFailure(m, se)
+	senders.LogFailure(s.log, m, se)
 	return res, fmt.Errorf("fcm delivery %s: %w", m.DeliveryID, se)
-}
-
-func (s *Sender) logFailure(m *senders.Message, err error) {
-	class, se := senders.Classify(err)
-	code := ""
-	if se != nil {
-		code = se.Code
-	}
-	s.log.Debug("fcm send failed", zap.String("delivery_id", m.DeliveryID),
-		zap.Stringer("class", class), zap.String("code", code))
 }
 
 func firstToken(m *senders.Message, platform string) string {

@@ -192,8 +192,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 		}
 		span.SetAttributes(attribute.String("smtp.reply_code", res.Code), attribute.Stringer("herald.error_class", class))
 		span.SetStatus(codes.Error, class.String())
-		s.log.Debug("smtp send failed", zap.String("delivery_id", m.DeliveryID),
-			zap.Stringer("class", class), zap.String("code", res.Code))
+		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("smtp delivery %s: %w", m.DeliveryID, err)
 	}
 	res.Code = "250"

@@ -142,7 +142,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 
 	resp, err := senders.DoHTTP(s.client, req)
 	if err != nil {
-		s.logFailure(m, err)
+		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("twilio delivery %s: %w", m.DeliveryID, err)
 	}
 	body := senders.ReadBody(resp)
@@ -156,16 +156,6 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 		return res, nil
 	}
 	se := classify(resp.StatusCode, body, senders.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
-	s.logFailure(m, se)
+	senders.LogFailure(s.log, m, se)
 	return res, fmt.Errorf("twilio delivery %s: %w", m.DeliveryID, se)
-}
-
-func (s *Sender) logFailure(m *senders.Message, err error) {
-	class, se := senders.Classify(err)
-	code := ""
-	if se != nil {
-		code = se.Code
-	}
-	s.log.Debug("twilio send failed", zap.String("delivery_id", m.DeliveryID),
-		zap.Stringer("class", class), zap.String("code", code))
 }

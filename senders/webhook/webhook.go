@@ -137,26 +137,16 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 		if errors.Is(err, errBlockedAddress) {
 			err = senders.PermanentError("blocked_address", fmt.Errorf("webhook delivery %s: %w", m.DeliveryID, errBlockedAddress))
 		}
-		s.logFailure(m, err)
+		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("webhook delivery %s: %w", m.DeliveryID, err)
 	}
 	senders.ReadBody(resp)
 	res.Code = strconv.Itoa(resp.StatusCode)
 	if se := senders.HTTPStatusError(resp.StatusCode, "", senders.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()), nil); se != nil {
-		s.logFailure(m, se)
+		senders.LogFailure(s.log, m, se)
 		return res, fmt.Errorf("webhook delivery %s: %w", m.DeliveryID, se)
 	}
 	return res, nil
-}
-
-func (s *Sender) logFailure(m *senders.Message, err error) {
-	class, se := senders.Classify(err)
-	code := ""
-	if se != nil {
-		code = se.Code
-	}
-	s.log.Debug("webhook send failed", zap.String("delivery_id", m.DeliveryID),
-		zap.Stringer("class", class), zap.String("code", code))
 }
 
 // envelope is the body sent when the template gives no webhook JSON.
