@@ -100,7 +100,10 @@ func (o options) appendRequest(b []byte, runID string, n int64) []byte {
 
 // putTemplate creates (or replaces) the template the requests name.
 func putTemplate(base, key, name string) error {
-	body := `{"category":"bench","channels":["SMS","EMAIL","PUSH","WEBHOOK"],"content":{}}`
+	body := `{"category":"bench","channels":["SMS","EMAIL","PUSH","WEBHOOK"],"content":{` +
+		`"SMS":{"default":{"text":"Your code is {{.code}}"}},` +
+		`"EMAIL":{"default":{"subject":"Your code","text":"Your code is {{.code}}"}},` +
+		`"PUSH":{"default":{"title":"Your code","body":"{{.code}}"}}}}`
 	req, err := http.NewRequest(http.MethodPut, base+"/api/templates/"+name, bytes.NewBufferString(body))
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", name, err)

@@ -103,7 +103,8 @@ KEY=$("$TMP/herald" apikey create --name bench --database-url "$DB_URL" --log-le
 psql "$DB_URL" -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 INSERT INTO api_client (id, name, key_prefix, key_hash)
 VALUES ('01a229cf-0000-7000-8000-000000000001', 'pgbench', 'hk_x', '\x00');
-INSERT INTO template (name, category, channels) VALUES ('otp', 'security', '{SMS,EMAIL}');
+INSERT INTO template (name, category, channels, content) VALUES ('otp', 'security', '{SMS,EMAIL}',
+  '{"SMS":{"default":{"text":"Your code is {{.code}}"}},"EMAIL":{"default":{"subject":"Your code","text":"Your code is {{.code}}"}}}');
 INSERT INTO user_contact (user_id, email, phone)
 SELECT i, 'u' || i || '@example.com', '+1555' || lpad(i::text, 7, '0') FROM generate_series(1, 1000) AS i;
 VACUUM ANALYZE;
