@@ -135,21 +135,15 @@ func runServe(ctx context.Context, args []string) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tel.metrics)
+	api, err := ingest.New(c.Ingest, pool, log)
+	if err != nil {
+		return err
+	}
 	if c.has("ingest") {
-		api, err := ingest.New(c.Ingest, pool, log)
-		if err != nil {
-			return err
-		}
 		mux.Handle("/", api.Handler())
-	} else {
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-			if err := pool.Ping(r.Context()); err != nil {
-				http.Error(w, "database unreachable", http.StatusServiceUnavailable)
-				return
-			}
-			w.WriteHeader(http.StatusOK)
-		})
+	} else { // the probes only: the same answers as an ingest process
+		mux.Handle("/healthz", api.Handler())
+		mux.Handle("/readyz", api.Handler())
 	}
 
 	// Every component is built before any goroutine starts: a component that fails to build
