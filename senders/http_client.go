@@ -240,3 +240,19 @@ func ReadBody(resp *http.Response) []byte {
 	_ = resp.Body.Close()
 	return b
 }
+
+// HTTPAccount is what every HTTP sender shares: its pooled client (from NewHTTPClient) and
+// the provider-account name it is rate-limited under. Senders embed it for Provider and Close.
+type HTTPAccount struct {
+	Client  *http.Client
+	Account string
+}
+
+// Provider returns the provider-account name, e.g. "sms:twilio".
+func (a HTTPAccount) Provider() string { return a.Account }
+
+// Close closes idle provider connections. Sends after Close still work.
+func (a HTTPAccount) Close() error {
+	a.Client.CloseIdleConnections()
+	return nil
+}

@@ -82,9 +82,9 @@ func (c *Config) validate() error {
 
 // Sender sends APNs notifications. It is safe for concurrent use.
 type Sender struct {
-	cfg    Config
-	base   string
-	client *http.Client
+	cfg  Config
+	base string
+	senders.HTTPAccount
 	tokens *providerToken
 	log    *zap.Logger
 }
@@ -104,22 +104,13 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 		return nil, fmt.Errorf("apns: %w", err)
 	}
 	return &Sender{
-		cfg:    cfg,
-		base:   strings.TrimRight(cfg.BaseURL, "/"),
-		client: client,
-		tokens: &providerToken{key: key, keyID: cfg.KeyID, teamID: cfg.TeamID, ttl: cfg.TokenTTL, now: time.Now},
-		log:    log.With(zap.String("component", "senders.apns")),
+		cfg:         cfg,
+		base:        strings.TrimRight(cfg.BaseURL, "/"),
+		HTTPAccount: senders.HTTPAccount{Client: client, Account: cfg.Provider},
+		tokens:      &providerToken{key: key, keyID: cfg.KeyID, teamID: cfg.TeamID, ttl: cfg.TokenTTL, now: time.Now},
+		log:         log.With(zap.String("component", "senders.apns")),
 	}, nil
 }
-
-// Close closes idle provider connections. Sends after Close still work.
-func (s *Sender) Close() error {
-	s.client.CloseIdleConnections()
-	return nil
-}
-
-// Provider returns the provider-account name, "push:apns" by default.
-func (s *Sender) Provider() string { return s.cfg.Provider }
 
 // Send delivers m to the first APNS token in m.To.PushTokens with apns-id set to the
 // delivery id. senders/push calls it once per device. A token APNs reports as Unregistered,
@@ -162,7 +153,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	req.Header.Set("apns-push-type", "alert")
 	req.Header.Set("apns-priority", priority(m.Priority))
 
-	resp, err := senders.DoHTTP(s.client, req)
+	resp, err := senders.DoHTTP(s.Client, req)
 	if err != nil {
 		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("apns delivery %s: %w", m.DeliveryID, err)

@@ -97,9 +97,9 @@ type serviceAccount struct {
 type Sender struct {
 	cfg      Config
 	endpoint string
-	client   *http.Client
-	tokens   oauth2.TokenSource
-	log      *zap.Logger
+	senders.HTTPAccount
+	tokens oauth2.TokenSource
+	log    *zap.Logger
 }
 
 // New returns an FCM sender. It fetches no token until the first Send.
@@ -132,22 +132,13 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 		TokenURL:     cfg.TokenURL,
 	}
 	return &Sender{
-		cfg:      cfg,
-		endpoint: strings.TrimRight(cfg.BaseURL, "/") + "/v1/projects/" + url.PathEscape(cfg.ProjectID) + "/messages:send",
-		client:   client,
-		tokens:   jc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &tokenClient)),
-		log:      log.With(zap.String("component", "senders.fcm")),
+		cfg:         cfg,
+		endpoint:    strings.TrimRight(cfg.BaseURL, "/") + "/v1/projects/" + url.PathEscape(cfg.ProjectID) + "/messages:send",
+		HTTPAccount: senders.HTTPAccount{Client: client, Account: cfg.Provider},
+		tokens:      jc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &tokenClient)),
+		log:         log.With(zap.String("component", "senders.fcm")),
 	}, nil
 }
-
-// Close closes idle provider connections. Sends after Close still work.
-func (s *Sender) Close() error {
-	s.client.CloseIdleConnections()
-	return nil
-}
-
-// Provider returns the provider-account name, "push:fcm" by default.
-func (s *Sender) Provider() string { return s.cfg.Provider }
 
 // Send delivers m to the first FCM token in m.To.PushTokens. senders/push calls it once per
 // device. A token FCM reports as UNREGISTERED or SENDER_ID_MISMATCH is returned in
@@ -185,7 +176,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	tok.SetAuthHeader(req)
-	resp, err := senders.DoHTTP(s.client, req)
+	resp, err := senders.DoHTTP(s.Client, req)
 	if err != nil {
 		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("fcm delivery %s: %w", m.DeliveryID, err)

@@ -77,8 +77,8 @@ func (c *Config) validate() error {
 type Sender struct {
 	cfg      Config
 	endpoint string
-	client   *http.Client
-	log      *zap.Logger
+	senders.HTTPAccount
+	log *zap.Logger
 }
 
 // New returns a Twilio sender.
@@ -95,19 +95,10 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 		cfg: cfg,
 		endpoint: strings.TrimRight(cfg.BaseURL, "/") + "/2010-04-01/Accounts/" +
 			url.PathEscape(cfg.AccountSID) + "/Messages.json",
-		client: client,
-		log:    log.With(zap.String("component", "senders.twilio")),
+		HTTPAccount: senders.HTTPAccount{Client: client, Account: cfg.Provider},
+		log:         log.With(zap.String("component", "senders.twilio")),
 	}, nil
 }
-
-// Close closes idle provider connections. Sends after Close still work.
-func (s *Sender) Close() error {
-	s.client.CloseIdleConnections()
-	return nil
-}
-
-// Provider returns the provider-account name, "sms:twilio" by default.
-func (s *Sender) Provider() string { return s.cfg.Provider }
 
 // Send sends m.Content.Text to m.To.Phone.
 //
@@ -140,7 +131,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	req.Header.Set("Accept", "application/json")
 	senders.SetIdempotencyKey(req.Header, m.DeliveryID)
 
-	resp, err := senders.DoHTTP(s.client, req)
+	resp, err := senders.DoHTTP(s.Client, req)
 	if err != nil {
 		senders.LogFailure(s.log, m, err)
 		return res, fmt.Errorf("twilio delivery %s: %w", m.DeliveryID, err)

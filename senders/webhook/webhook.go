@@ -71,10 +71,10 @@ func (c *Config) validate() error {
 
 // Sender posts webhooks. It is safe for concurrent use.
 type Sender struct {
-	cfg    Config
-	client *http.Client
-	log    *zap.Logger
-	now    func() time.Time
+	cfg Config
+	senders.HTTPAccount
+	log *zap.Logger
+	now func() time.Time
 }
 
 // New returns a webhook sender.
@@ -91,21 +91,12 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	return &Sender{
-		cfg:    cfg,
-		client: client,
-		log:    log.With(zap.String("component", "senders.webhook")),
-		now:    time.Now,
+		cfg:         cfg,
+		HTTPAccount: senders.HTTPAccount{Client: client, Account: cfg.Provider},
+		log:         log.With(zap.String("component", "senders.webhook")),
+		now:         time.Now,
 	}, nil
 }
-
-// Close closes idle provider connections. Sends after Close still work.
-func (s *Sender) Close() error {
-	s.client.CloseIdleConnections()
-	return nil
-}
-
-// Provider returns the provider-account name, "webhook" by default.
-func (s *Sender) Provider() string { return s.cfg.Provider }
 
 // Send posts m's JSON to m.To.WebhookURL.
 func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, error) {
@@ -132,7 +123,7 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	req.Header.Set(HeaderAttempt, strconv.Itoa(m.Attempt))
 	req.Header.Set(HeaderSignature, Sign([]byte(s.cfg.SigningSecret), s.now(), body))
 
-	resp, err := senders.DoHTTP(s.client, req)
+	resp, err := senders.DoHTTP(s.Client, req)
 	if err != nil {
 		if errors.Is(err, errBlockedAddress) {
 			err = senders.PermanentError("blocked_address", fmt.Errorf("webhook delivery %s: %w", m.DeliveryID, errBlockedAddress))
