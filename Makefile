@@ -7,20 +7,29 @@ SHELL := /bin/bash
 .ONESHELL:
 .DEFAULT_GOAL := help
 
+# go.mod names the Go toolchain herald is built with (a patch release with the standard
+# library's security fixes); the go command fetches it from the module proxy once. A
+# GOTOOLCHAIN set in the environment wins.
+export GOTOOLCHAIN ?= auto
+
 STACK := deploy/local/stack.sh
+TOOLS := deploy/local/tools.sh
 # Packages and extra flags for test/bench, e.g. `make test PKG=./ingest/... TESTFLAGS='-run Idem'`.
 PKG ?= ./...
 TESTFLAGS ?=
 BENCHFLAGS ?=
+# How long `make fuzz` runs each fuzz target (a long run: `make fuzz FUZZTIME=30m`).
+FUZZTIME ?= 20s
 
-.PHONY: help build run test bench lint stack-up stack-down stack-status
+.PHONY: help build run test fuzz bench lint stack-up stack-down stack-status
 
 help:
 	@echo "make run           stack up, build, migrate, print a dev API key, herald serve"
 	@echo "make test          stack up, go test -race on every package (PKG=, TESTFLAGS=)"
 	@echo "make bench         stack up, Go benchmarks and bench/run.sh (BENCHFLAGS=)"
 	@echo "make build         bin/herald"
-	@echo "make lint          gofmt and go vet"
+	@echo "make fuzz          every Go fuzz target for FUZZTIME each (default 20s)"
+	@echo "make lint          gofmt, go vet, staticcheck, govulncheck (offline database), go mod tidy check"
 	@echo "make stack-up | stack-down | stack-status"
 
 build:
@@ -40,10 +49,27 @@ bench:
 	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) $(PKG)
 	bench/run.sh
 
+# Each fuzz target runs alone (go test -fuzz takes one target per package at a time); the
+# integration fuzz targets need the stack like the tests do.
+fuzz:
+	$(STACK) up
+	eval "$$($(STACK) env)"
+	for pkg in $$(go list $(PKG)); do
+		for target in $$(go test -list '^Fuzz' "$$pkg" | grep '^Fuzz' || true); do
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"
+			go test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"
+		done
+	done
+
 lint:
+	$(TOOLS) install
+	eval "$$($(TOOLS) env)"
 	unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './.stack/*' -not -path './bin/*'))"
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go mod tidy -diff
 	go vet $(PKG)
+	staticcheck $(PKG)
+	govulncheck -db "$$GOVULNDB" $(PKG)
 
 stack-up:
 	$(STACK) up
