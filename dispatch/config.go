@@ -55,9 +55,10 @@ type Config struct {
 
 // LaneConfig configures one priority lane.
 type LaneConfig struct {
-	// Topic is the Kafka topic. Default notifications.high / .normal / .low.
+	// Topic is the Kafka topic. Default herald.DefaultTopic (notifications.high / .normal / .low).
 	Topic string
-	// Group is the consumer group. Default herald-dispatch-high / -normal / -low.
+	// Group is the consumer group. Default herald.DefaultConsumerGroup (herald-dispatch-high /
+	// -normal / -low).
 	Group string
 	// Concurrency is the number of deliveries processed at once; it may exceed the
 	// partition count. Default HIGH 12, NORMAL 6, LOW 2.
@@ -87,11 +88,12 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is the policy of a channel without its own.
 var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}
 
-// DefaultLanes are the lane settings used where Config.Lanes leaves a field zero.
+// DefaultLanes are the lane settings used where Config.Lanes leaves a field zero. Topic and
+// group names default to herald.DefaultTopic and herald.DefaultConsumerGroup.
 var DefaultLanes = map[herald.Priority]LaneConfig{
-	herald.PriorityHigh:   {Topic: "notifications.high", Group: "herald-dispatch-high", Concurrency: 12, RateWait: 2 * time.Second},
-	herald.PriorityNormal: {Topic: "notifications.normal", Group: "herald-dispatch-normal", Concurrency: 6, RateWait: 5 * time.Second},
-	herald.PriorityLow:    {Topic: "notifications.low", Group: "herald-dispatch-low", Concurrency: 2, RateWait: 10 * time.Second},
+	herald.PriorityHigh:   {Concurrency: 12, RateWait: 2 * time.Second},
+	herald.PriorityNormal: {Concurrency: 6, RateWait: 5 * time.Second},
+	herald.PriorityLow:    {Concurrency: 2, RateWait: 10 * time.Second},
 }
 
 // DefaultRateShares are the shares of a provider limit used where Config.RateShares has no entry.
@@ -105,10 +107,10 @@ func (c Config) withDefaults() Config {
 	for _, p := range herald.Priorities {
 		l, d := c.Lanes[p], DefaultLanes[p]
 		if l.Topic == "" {
-			l.Topic = d.Topic
+			l.Topic = herald.DefaultTopic(p)
 		}
 		if l.Group == "" {
-			l.Group = d.Group
+			l.Group = herald.DefaultConsumerGroup(p)
 		}
 		if l.Concurrency == 0 {
 			l.Concurrency = d.Concurrency

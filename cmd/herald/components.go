@@ -23,7 +23,7 @@ func (t *topicConfig) register(f *envFlags) {
 	for _, p := range herald.Priorities {
 		lp := strings.ToLower(string(p))
 		t.Names[p], t.Partitions[p] = new(string), new(int)
-		f.String(t.Names[p], "topic-"+lp, cdc.DefaultTopics[p], "Kafka topic of "+string(p)+" deliveries")
+		f.String(t.Names[p], "topic-"+lp, herald.DefaultTopic(p), "Kafka topic of "+string(p)+" deliveries")
 		f.Int(t.Partitions[p], "partitions-"+lp, int(cdc.DefaultPartitions[p]), "partitions the "+string(p)+" topic is created with")
 	}
 }
