@@ -38,14 +38,16 @@ type DueRow struct {
 // read every future-dated HIGH row before the first due NORMAL one. With 100,000 due LOW rows
 // and one due HIGH row (PostgreSQL 15, internal/delivery's TestDueOrdersByPriority fixture):
 //
-//	Limit  (rows=1000)
-//	  ->  Sort  (Sort Key: (0), delivery.next_attempt_at; top-N heapsort)
-//	        ->  Append  (rows=1001)
-//	              ->  Limit -> Index Scan using delivery_pending_by_priority on delivery  (HIGH: rows=1)
+//	Limit (actual rows=1000)
+//	  ->  Sort (Sort Key: rank, next_attempt_at; quicksort, 165kB)
+//	        ->  Append (actual rows=1001)
+//	              ->  Limit -> Index Scan using delivery_pending_by_priority (actual rows=1)
 //	                    Index Cond: ((priority = 'HIGH') AND (next_attempt_at <= now()))
-//	              ->  Limit -> Index Scan using delivery_pending_by_priority on delivery_1  (NORMAL: rows=0)
-//	              ->  Limit -> Index Scan using delivery_pending_by_priority on delivery_2  (LOW: rows=1000)
-//	Execution Time: ~1 ms
+//	              ->  Limit -> Index Scan using delivery_pending_by_priority (actual rows=0)
+//	                    Index Cond: ((priority = 'NORMAL') AND (next_attempt_at <= now()))
+//	              ->  Limit -> Index Scan using delivery_pending_by_priority (actual rows=1000)
+//	                    Index Cond: ((priority = 'LOW') AND (next_attempt_at <= now()))
+//	Execution Time: 0.6 ms
 const dueSQL = `
 SELECT id, notification_id, channel, priority, attempts, next_attempt_at, updated_at, traceparent, became_due
   FROM (
