@@ -220,3 +220,21 @@ func newClient(ctx context.Context, tx pgx.Tx) (string, error) {
 	}
 	return id, nil
 }
+
+// Place puts existing rows in the state s describes (Status, Attempts, next_attempt_at =
+// now() + DueIn), with placeSQL: for tests that start from rows another part of herald
+// inserted (an API call).
+func Place(t testing.TB, db Beginner, ids []string, s Spec) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err == nil {
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err = place(ctx, tx, ids, s.withDefaults()); err == nil {
+			err = tx.Commit(ctx)
+		}
+	}
+	if err != nil {
+		t.Fatalf("place deliveries: %v", err)
+	}
+}
