@@ -75,7 +75,8 @@ type LaneConfig struct {
 
 // RetryPolicy is the retry schedule of one channel: attempt n (1-based) that fails
 // transiently is retried after a delay drawn uniformly from [0, min(Max, Base·2^(n-1))]
-// ("full jitter"), or after the provider's Retry-After when that is longer.
+// ("full jitter"), or after the provider's Retry-After when that is longer, up to
+// MaxRetryAfter.
 type RetryPolicy struct {
 	// Base is the first delay's upper bound. Default 2 s.
 	Base time.Duration
@@ -83,10 +84,14 @@ type RetryPolicy struct {
 	Max time.Duration
 	// MaxAttempts is the number of attempts before the delivery ends FAILED. Default 6.
 	MaxAttempts int
+	// MaxRetryAfter caps the delay a provider's Retry-After may ask for: a provider (or a
+	// proxy in front of it) answering "Retry-After: 999999999" must not park a delivery for
+	// decades. Default 1 h.
+	MaxRetryAfter time.Duration
 }
 
 // DefaultRetryPolicy is the policy of a channel without its own.
-var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}
+var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6, MaxRetryAfter: time.Hour}
 
 // DefaultLanes are the lane settings used where Config.Lanes leaves a field zero. Topic and
 // group names default to herald.DefaultTopic and herald.DefaultConsumerGroup.
@@ -137,6 +142,9 @@ func (c Config) withDefaults() Config {
 		}
 		if rp.MaxAttempts == 0 {
 			rp.MaxAttempts = DefaultRetryPolicy.MaxAttempts
+		}
+		if rp.MaxRetryAfter == 0 {
+			rp.MaxRetryAfter = DefaultRetryPolicy.MaxRetryAfter
 		}
 		policies[ch] = rp
 	}
@@ -220,8 +228,8 @@ func (c Config) validate() error {
 		}
 	}
 	for ch, rp := range c.RetryPolicies {
-		if rp.Base < 0 || rp.Max < rp.Base || rp.MaxAttempts < 1 {
-			errs = append(errs, fmt.Errorf("retry policy %s: need 0 <= base <= max and attempts >= 1", ch))
+		if rp.Base < 0 || rp.Max < rp.Base || rp.MaxAttempts < 1 || rp.MaxRetryAfter < 0 {
+			errs = append(errs, fmt.Errorf("retry policy %s: need 0 <= base <= max, attempts >= 1 and max retry-after >= 0", ch))
 		}
 	}
 	for prov, n := range c.RateLimits {

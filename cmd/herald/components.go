@@ -89,6 +89,7 @@ func (d *dispatchFlags) register(f *envFlags) {
 	f.Duration(&d.retry.Base, "retry-base", dispatch.DefaultRetryPolicy.Base, "first retry delay's upper bound (full jitter)")
 	f.Duration(&d.retry.Max, "retry-max", dispatch.DefaultRetryPolicy.Max, "largest retry delay")
 	f.Int(&d.retry.MaxAttempts, "retry-max-attempts", dispatch.DefaultRetryPolicy.MaxAttempts, "attempts before a delivery ends FAILED")
+	f.Duration(&d.retry.MaxRetryAfter, "retry-after-max", dispatch.DefaultRetryPolicy.MaxRetryAfter, "longest retry delay a provider's Retry-After may ask for")
 }
 
 func (d *dispatchFlags) config(t topicConfig, brokers []string, shutdown time.Duration) (dispatch.Config, error) {
