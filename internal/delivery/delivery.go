@@ -7,6 +7,7 @@
 //	              ▲  ▲                     │                 │
 //	              │  └──── ReapQueued ─────┘                 ├──Record (retry), Unclaim──▶ PENDING
 //	              └───────────── ReapSending ────────────────┘
+//	PENDING ──Claim──▶ SENDING (a worker may read the record before the row is marked QUEUED)
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
 //
