@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -242,3 +243,11 @@ func TestInsertRefusesATakenIdempotencyKey(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM notification), (SELECT count(*) FROM delivery)`).Scan(&n, &d))
 	require.Equal(t, []int{1, 1}, []int{n, d})
 }
+
+// Every kind of connection a caller may hold can run a transition.
+var (
+	_ delivery.DB = (*pgxpool.Pool)(nil)
+	_ delivery.DB = (*pgxpool.Conn)(nil)
+	_ delivery.DB = (*pgx.Conn)(nil)
+	_ delivery.DB = pgx.Tx(nil)
+)
