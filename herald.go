@@ -1,11 +1,15 @@
 // Package herald holds the vocabulary shared by every part of herald: priorities, channels,
-// delivery states, the Kafka message contract and the embedded database migrations.
+// delivery states, the default topic and consumer-group names, the Kafka message contract and
+// the embedded database migrations (applied by internal/migrate).
 //
-// It depends on nothing else in herald, so that ingest, cdc, dispatch and senders can all
-// import it without importing each other.
+// It imports nothing but the standard library, so that ingest, cdc, dispatch and senders can
+// all import it without importing each other or anything heavy.
 package herald
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Priority orders notifications. Each priority has its own Kafka topic, consumer group and
 // concurrency, so a HIGH delivery never waits behind a LOW backlog.
@@ -51,9 +55,11 @@ func ParseChannel(s string) (Channel, error) {
 	return "", fmt.Errorf("unknown channel %q", s)
 }
 
-// Status is the state of a delivery row. See docs/architecture.md for the state machine:
+// Status is the state of a delivery row. See docs/architecture.md for the state machine,
+// and internal/delivery for its transitions:
 //
 //	PENDING ─relay─▶ QUEUED ─worker─▶ SENDING ─▶ SENT | PENDING (retry) | FAILED | EXPIRED
+//	PENDING / QUEUED ─cancel─▶ CANCELLED
 //
 // QUEUED and SENDING rows past their lease go back to PENDING (the reaper).
 type Status string
@@ -65,9 +71,24 @@ const (
 	StatusSent    Status = "SENT"
 	StatusFailed  Status = "FAILED"
 	StatusExpired Status = "EXPIRED"
+	// StatusCancelled: the notification or its campaign was cancelled before a worker took
+	// the delivery; the provider was never called.
+	StatusCancelled Status = "CANCELLED"
 )
 
 // Terminal reports whether s is a final state.
 func (s Status) Terminal() bool {
-	return s == StatusSent || s == StatusFailed || s == StatusExpired
+	return s == StatusSent || s == StatusFailed || s == StatusExpired || s == StatusCancelled
+}
+
+// DefaultTopic is the Kafka topic of p's deliveries unless configured otherwise:
+// notifications.high, notifications.normal, notifications.low.
+func DefaultTopic(p Priority) string {
+	return "notifications." + strings.ToLower(string(p))
+}
+
+// DefaultConsumerGroup is the consumer group of p's dispatch lane unless configured
+// otherwise: herald-dispatch-high, -normal, -low. The relay's reaper watches the same group.
+func DefaultConsumerGroup(p Priority) string {
+	return "herald-dispatch-" + strings.ToLower(string(p))
 }

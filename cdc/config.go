@@ -25,7 +25,7 @@ type Config struct {
 	// Publication is the name of the publication on the delivery table. Default "herald_delivery".
 	Publication string
 
-	// Topics maps each priority to its Kafka topic. Default notifications.high, .normal, .low.
+	// Topics maps each priority to its Kafka topic. Default herald.DefaultTopic.
 	Topics map[herald.Priority]string
 	// Partitions maps each priority to the partition count its topic is created with.
 	// Default 12 / 6 / 2. An existing topic is left as it is.
@@ -63,7 +63,7 @@ type Config struct {
 	// returns a QUEUED row as soon as that group has committed past every record produced
 	// before the row was marked QUEUED (the record was consumed or lost, the row did not
 	// move), without waiting for QueuedLease; see laneProgress. A priority mapped to "-" has
-	// no group: only its lease applies. Default herald-dispatch-high, -normal, -low.
+	// no group: only its lease applies. Default herald.DefaultConsumerGroup.
 	ConsumerGroups map[herald.Priority]string
 	// SendingLease is how long a row may stay SENDING (a provider call in flight) before the
 	// reaper returns it to PENDING and logs the attempt AMBIGUOUS. It must exceed every
@@ -96,26 +96,11 @@ const (
 	DefaultReplicationFactor = 1
 )
 
-// DefaultTopics are the topic names used when Config.Topics leaves a priority out.
-var DefaultTopics = map[herald.Priority]string{
-	herald.PriorityHigh:   "notifications.high",
-	herald.PriorityNormal: "notifications.normal",
-	herald.PriorityLow:    "notifications.low",
-}
-
 // DefaultPartitions are the partition counts used when Config.Partitions leaves a priority out.
 var DefaultPartitions = map[herald.Priority]int32{
 	herald.PriorityHigh:   12,
 	herald.PriorityNormal: 6,
 	herald.PriorityLow:    2,
-}
-
-// DefaultConsumerGroups are the dispatch lanes' consumer groups used when
-// Config.ConsumerGroups leaves a priority out.
-var DefaultConsumerGroups = map[herald.Priority]string{
-	herald.PriorityHigh:   "herald-dispatch-high",
-	herald.PriorityNormal: "herald-dispatch-normal",
-	herald.PriorityLow:    "herald-dispatch-low",
 }
 
 // DefaultQueuedLease are the QUEUED leases used when Config.QueuedLease leaves a priority out.
@@ -136,10 +121,10 @@ func (c Config) withDefaults(poolConnString string) Config {
 	}
 	setString(&c.Slot, DefaultSlot)
 	setString(&c.Publication, DefaultPublication)
-	c.Topics = mergeDefaults(c.Topics, DefaultTopics)
+	c.Topics = mergeDefaults(c.Topics, byPriority(herald.DefaultTopic))
 	c.Partitions = mergeDefaults(c.Partitions, DefaultPartitions)
 	c.QueuedLease = mergeDefaults(c.QueuedLease, DefaultQueuedLease)
-	c.ConsumerGroups = mergeDefaults(c.ConsumerGroups, DefaultConsumerGroups)
+	c.ConsumerGroups = mergeDefaults(c.ConsumerGroups, byPriority(herald.DefaultConsumerGroup))
 	for p, g := range c.ConsumerGroups {
 		if g == "-" {
 			c.ConsumerGroups[p] = ""
@@ -227,6 +212,15 @@ func setZero[T comparable](p *T, def T) {
 	if *p == zero {
 		*p = def
 	}
+}
+
+// byPriority maps every priority to name(priority).
+func byPriority(name func(herald.Priority) string) map[herald.Priority]string {
+	m := make(map[herald.Priority]string, len(herald.Priorities))
+	for _, p := range herald.Priorities {
+		m[p] = name(p)
+	}
+	return m
 }
 
 func mergeDefaults[K comparable, V comparable](m, defaults map[K]V) map[K]V {

@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -68,8 +68,7 @@ func newHarness(t testing.TB, brokers []string) *harness {
 		// Long enough that no test passes by the sweeper's missed-row scan by accident.
 		GracePeriod: 10 * time.Minute,
 	}
-	h.clientID = h.queryString(`INSERT INTO api_client (id, name, key_prefix, key_hash)
-		VALUES (gen_random_uuid(), 'cdc test', 'k', sha256(gen_random_uuid()::text::bytea)) RETURNING id::text`)
+	h.clientID = deliverytest.Client(t, pool)
 	h.records = newCollector(t, brokers, topics)
 	return h
 }
@@ -140,20 +139,9 @@ type rows struct {
 	status      herald.Status // default PENDING
 	attempts    int
 	dueIn       time.Duration // next_attempt_at = now() + dueIn
+	expiresIn   time.Duration // expires_at = now() + expiresIn; 0: none
 	traceparent string
 }
-
-const insertSQL = `
-WITH n AS (
-    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
-                              category, priority, traceparent, response)
-    SELECT gen_random_uuid(), $1::uuid, gen_random_uuid()::text, '\x00', 1, 't', 'c', $2, $3, '{}'
-      FROM generate_series(1, $4)
- RETURNING id)
-INSERT INTO delivery (id, notification_id, channel, priority, status, attempts, next_attempt_at, traceparent)
-SELECT gen_random_uuid(), n.id, 'SMS', $2, $5, $6, now() + make_interval(secs => $7), $3
-  FROM n
-RETURNING id::text`
 
 // insert inserts r in one transaction and returns the delivery ids.
 func (h *harness) insert(r rows) []string {
@@ -163,32 +151,12 @@ func (h *harness) insert(r rows) []string {
 	return ids
 }
 
+// tryInsert inserts r through the real insert transition (deliverytest), in one transaction.
 func (h *harness) tryInsert(ctx context.Context, r rows) ([]string, error) {
-	if r.status == "" {
-		r.status = herald.StatusPending
-	}
-	if r.priority == "" {
-		r.priority = herald.PriorityNormal
-	}
-	var tp *string
-	if r.traceparent != "" {
-		tp = &r.traceparent
-	}
-	res, err := h.pool.Query(ctx, insertSQL, h.clientID, string(r.priority), tp, r.n, string(r.status),
-		r.attempts, r.dueIn.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("insert deliveries: %w", err)
-	}
-	defer res.Close()
-	ids := make([]string, 0, r.n)
-	for res.Next() {
-		var id string
-		if err := res.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, res.Err()
+	return deliverytest.TryInsert(ctx, h.pool, r.n, deliverytest.Spec{
+		ClientID: h.clientID, Template: "t", Category: "c", Priority: r.priority, Status: r.status,
+		Attempts: r.attempts, DueIn: r.dueIn, ExpiresIn: r.expiresIn, Traceparent: r.traceparent,
+	})
 }
 
 func (h *harness) status(id string) herald.Status {

@@ -9,31 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
-)
 
-// markQueuedSQL moves published rows from PENDING to QUEUED, each only if it is still the
-// version that was published: same status, attempts, next_attempt_at and updated_at (the
-// trigger sets updated_at on every write, and next_attempt_at tells apart two writes in one
-// transaction). A worker that claimed the row first, or any later write, makes the row not
-// match, and the row is left alone — the relay never overwrites a newer state.
-//
-// next_attempt_at <= now() is implied by the equalities (the published version was due), and
-// is spelled out because dispatch relies on it: a row a worker deferred into the future never
-// turns QUEUED.
-//
-// Ids travel as text and are cast, so that the parameter encodes the same in every pgx mode.
-const markQueuedSQL = `
-UPDATE delivery AS d
-   SET status = 'QUEUED'
-  FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[])
-       AS v(id, attempts, next_attempt_at, updated_at)
- WHERE d.id = v.id::uuid
-   AND d.status = 'PENDING'
-   AND d.attempts = v.attempts
-   AND d.next_attempt_at = v.next_attempt_at
-   AND d.updated_at = v.updated_at
-   AND d.next_attempt_at <= now()
-RETURNING d.id::text`
+	"github.com/heraldhq/herald/internal/delivery"
+)
 
 // A compare-and-set that matches nothing usually means the row moved on, but not always: a
 // transaction's commit record reaches the WAL (and so the relay, Kafka and this statement)
@@ -51,7 +29,8 @@ type markItem struct {
 	tries int
 }
 
-// marker batches rows acknowledged by Kafka and marks them QUEUED. add is called from Kafka
+// marker batches rows acknowledged by Kafka and marks them QUEUED with delivery.MarkQueued,
+// a compare-and-set on the version that was published. add is called from Kafka
 // client goroutines and never blocks on the database.
 type marker struct {
 	pool    *pgxpool.Pool
@@ -140,39 +119,27 @@ func (m *marker) flush(ctx context.Context, retry []markItem) []markItem {
 	return again
 }
 
-// mark runs the compare-and-set for rows and returns the ids it changed.
+// mark runs the compare-and-set for rows (delivery.MarkQueued) and returns the ids it
+// changed.
 func (m *marker) mark(ctx context.Context, rows []deliveryRow) (map[string]struct{}, error) {
-	ids := make([]string, len(rows))
-	attempts := make([]int32, len(rows))
-	next := make([]time.Time, len(rows))
-	updated := make([]time.Time, len(rows))
+	vs := make([]delivery.Version, len(rows))
 	for i, r := range rows {
-		ids[i], attempts[i], next[i], updated[i] = r.ID, int32(r.Attempts), r.NextAttemptAt, r.UpdatedAt
+		vs[i] = delivery.Version{ID: r.ID, Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt}
 	}
-	changed := make(map[string]struct{}, len(rows))
+	var changed map[string]struct{}
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		// The mark is bookkeeping: if a crash loses it, the row stays PENDING and the sweeper
 		// publishes it again. Not waiting for its WAL flush keeps the relay's own commits off
 		// the disk's critical path, which every delivery insert's commit shares.
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
+			return fmt.Errorf("mark %d deliveries queued: %w", len(rows), err)
 		}
-		res, err := tx.Query(ctx, markQueuedSQL, ids, attempts, next, updated)
-		if err != nil {
-			return err
-		}
-		defer res.Close()
-		for res.Next() {
-			var id string
-			if err := res.Scan(&id); err != nil {
-				return err
-			}
-			changed[id] = struct{}{}
-		}
-		return res.Err()
+		var err error
+		changed, err = delivery.MarkQueued(ctx, tx, vs)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(rows), rows[0].ID, err)
+		return nil, err
 	}
 	m.metrics.marked(ctx, int64(len(changed)))
 	return changed, nil

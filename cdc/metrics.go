@@ -23,6 +23,7 @@ type metrics struct {
 	markedQueued    metric.Int64Counter
 	swept           metric.Int64Counter
 	reaped          metric.Int64Counter
+	expired         metric.Int64Counter
 
 	slotLagBytes atomic.Int64 // -1 when unknown
 	leader       atomic.Bool
@@ -54,6 +55,10 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 	}
 	if m.reaped, err = meter.Int64Counter("herald.cdc.reaper.reaped",
 		metric.WithDescription("Rows the reaper returned to PENDING, by the status they left and priority.")); err != nil {
+		return nil, fmt.Errorf("cdc metrics: %w", err)
+	}
+	if m.expired, err = meter.Int64Counter("herald.cdc.sweeper.expired",
+		metric.WithDescription("PENDING rows the sweeper ended EXPIRED because their expires_at passed.")); err != nil {
 		return nil, fmt.Errorf("cdc metrics: %w", err)
 	}
 	lag, err := meter.Int64ObservableGauge("herald.cdc.slot_lag",
@@ -110,6 +115,10 @@ func (m *metrics) sweptRows(ctx context.Context, reason string, n int) {
 
 func (m *metrics) reapedRows(ctx context.Context, from herald.Status, p herald.Priority, n int64) {
 	m.reaped.Add(ctx, n, metric.WithAttributes(attribute.String("herald.from", string(from)), attribute.String("herald.priority", string(p))))
+}
+
+func (m *metrics) expiredRows(ctx context.Context, n int64) {
+	m.expired.Add(ctx, n)
 }
 
 func (m *metrics) close() error { return m.reg.Unregister() }

@@ -9,66 +9,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
-// reapQueuedSQL returns QUEUED rows of one priority to PENDING when they were marked QUEUED
-// before the lane's watermark ($4, see laneProgress; NULL when unknown) — their record has
-// been consumed or lost and the row did not move — or when their lease ($2 seconds,
-// stretched while the lane is moving) is over. The row
-// keeps its (past) next_attempt_at, so the new version is due at write time and the stream
-// publishes it again: the reaper itself never talks to Kafka.
-//
-// The inner SELECT walks delivery_in_flight (partial on QUEUED/SENDING, by updated_at) and
-// skips rows a worker is claiming right now; the outer UPDATE is the compare-and-set: a row
-// claimed or rewritten since the SELECT no longer matches its updated_at and is left alone.
-const reapQueuedSQL = `
-WITH stale AS (
-    SELECT id, updated_at
-      FROM delivery
-     WHERE status = 'QUEUED' AND priority = $1
-       AND updated_at < greatest(coalesce(now() - make_interval(secs => $2), '-infinity'::timestamptz),
-                                 coalesce($4::timestamptz, '-infinity'::timestamptz))
-     ORDER BY updated_at
-     LIMIT $3
-       FOR UPDATE SKIP LOCKED)
-UPDATE delivery AS d
-   SET status = 'PENDING'
-  FROM stale
- WHERE d.id = stale.id AND d.status = 'QUEUED' AND d.updated_at = stale.updated_at`
-
-// reapSendingSQL returns SENDING rows whose lease is over to PENDING, due now, and logs the
-// attempt that was in flight as AMBIGUOUS: the worker may have died before or after the
-// provider accepted the message. The attempt number is the row's attempts (the worker's
-// claim incremented it); ON CONFLICT DO NOTHING keeps an outcome the worker did manage to
-// write. What to do with an ambiguous attempt is dispatch's policy, applied when it claims
-// the row again.
-const reapSendingSQL = `
-WITH stale AS (
-    SELECT id, attempts, updated_at
-      FROM delivery
-     WHERE status = 'SENDING'
-       AND updated_at < now() - make_interval(secs => $1)
-     ORDER BY updated_at
-     LIMIT $2
-       FOR UPDATE SKIP LOCKED),
-reaped AS (
-    UPDATE delivery AS d
-       SET status = 'PENDING', next_attempt_at = now()
-      FROM stale
-     WHERE d.id = stale.id AND d.status = 'SENDING'
-       AND d.attempts = stale.attempts AND d.updated_at = stale.updated_at
- RETURNING d.id, d.attempts, d.priority, stale.updated_at AS claimed_at),
-logged AS (
-    INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-    SELECT id, attempts, claimed_at, 'AMBIGUOUS', 'in flight past the SENDING lease; outcome unknown'
-      FROM reaped
-     WHERE attempts > 0
-        ON CONFLICT DO NOTHING)
-SELECT priority, count(*) FROM reaped GROUP BY priority`
-
 // reaper brings back rows stuck in a non-terminal state: QUEUED past the priority's QUEUED
-// lease (the record was lost or never consumed), SENDING past the SENDING lease (the worker
-// died mid-call). See docs/cdc.md for how the leases are chosen.
+// lease or the lane's watermark (the record was lost or consumed without effect; see
+// delivery.ReapQueued), SENDING past the SENDING lease (the worker died mid-call; see
+// delivery.ReapSending). See docs/cdc.md for how the leases are chosen.
 type reaper struct {
 	cfg      Config
 	pool     *pgxpool.Pool
@@ -126,37 +73,30 @@ func (r *reaper) reap(ctx context.Context) error {
 		// seen per lane, not per partition, so one stalled partition of a moving lane would
 		// keep its rows QUEUED for as long as the stall lasts: the lease is then stretched,
 		// not lifted.
-		leaseSeconds := r.cfg.QueuedLease[p].Seconds()
+		lease := r.cfg.QueuedLease[p]
 		if r.progress.moving(p, dbNow, r.cfg.QueuedLease[p]) {
-			leaseSeconds *= movingLeaseFactor
+			lease *= movingLeaseFactor
 		}
-		tag, err := r.pool.Exec(ctx, reapQueuedSQL, string(p), leaseSeconds, r.cfg.ReapBatch, watermark)
+		n, err := delivery.ReapQueued(ctx, r.pool, p, lease, r.cfg.ReapBatch, watermark)
 		if err != nil {
-			return fmt.Errorf("reap QUEUED %s rows: %w", p, err)
+			return err
 		}
-		if n := tag.RowsAffected(); n > 0 {
+		if n > 0 {
 			r.metrics.reapedRows(ctx, herald.StatusQueued, p, n)
 			r.log.Warn("returned QUEUED rows whose record was consumed or lost, or past their lease, to PENDING",
 				zap.String("priority", string(p)), zap.Int64("rows", n))
 		}
 	}
-	rows, err := r.pool.Query(ctx, reapSendingSQL, r.cfg.SendingLease.Seconds(), r.cfg.ReapBatch)
+	reaped, err := delivery.ReapSending(ctx, r.pool, r.cfg.SendingLease, r.cfg.ReapBatch)
 	if err != nil {
-		return fmt.Errorf("reap SENDING rows: %w", err)
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var p herald.Priority
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
-			return fmt.Errorf("reap SENDING rows: %w", err)
+	for _, p := range herald.Priorities {
+		if n := reaped[p]; n > 0 {
+			r.metrics.reapedRows(ctx, herald.StatusSending, p, n)
+			r.log.Warn("returned SENDING rows past their lease to PENDING; attempts logged AMBIGUOUS",
+				zap.String("priority", string(p)), zap.Int64("rows", n))
 		}
-		r.metrics.reapedRows(ctx, herald.StatusSending, p, n)
-		r.log.Warn("returned SENDING rows past their lease to PENDING; attempts logged AMBIGUOUS",
-			zap.String("priority", string(p)), zap.Int64("rows", n))
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reap SENDING rows: %w", err)
 	}
 	return nil
 }

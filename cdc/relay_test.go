@@ -1,7 +1,11 @@
 package cdc
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 func TestRelayPublishesDuePendingRowsToTheirPriorityTopic(t *testing.T) {
@@ -22,9 +27,11 @@ func TestRelayPublishesDuePendingRowsToTheirPriorityTopic(t *testing.T) {
 	sent := h.insert(rows{n: 3, priority: herald.PriorityHigh, status: herald.StatusSent})
 	queued := h.insert(rows{n: 3, priority: herald.PriorityHigh, status: herald.StatusQueued})
 	future := h.insert(rows{n: 3, priority: herald.PriorityHigh, dueIn: time.Hour})
-	// An UPDATE that makes a row PENDING and due publishes it too.
-	revived := h.insert(rows{n: 1, priority: herald.PriorityLow, status: herald.StatusFailed})
-	h.exec(`UPDATE delivery SET status = 'PENDING' WHERE id = $1`, revived[0])
+	// An UPDATE that makes a row PENDING and due publishes it too: a claim handed back.
+	revived := h.insert(rows{n: 1, priority: herald.PriorityLow, status: herald.StatusSending, attempts: 1})
+	ok, err := delivery.Unclaim(context.Background(), h.pool, revived[0], 1, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
 	// The last transaction: once its record is in, every earlier transaction was decided.
 	last := h.insert(rows{n: 1, priority: herald.PriorityNormal})
 
@@ -201,16 +208,29 @@ func TestUnchangedToastColumnDoesNotStopPublishing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	h.startRelay(h.cfg)
+	ctx := context.Background()
 
-	ids := h.insert(rows{n: 1, priority: herald.PriorityNormal, status: herald.StatusFailed})
-	// A long, incompressible last_error is stored out of line; an UPDATE that leaves it alone
-	// sends it as an unchanged TOAST value, without data.
-	h.exec(`UPDATE delivery SET last_error = (SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 400))
-		WHERE id = $1`, ids[0])
+	// A retry whose error is long and incompressible: last_error is stored out of line. The
+	// retry is due at once, so the stream publishes it and marks it QUEUED.
+	ids := h.insert(rows{n: 1, priority: herald.PriorityNormal, status: herald.StatusSending, attempts: 1})
+	var long strings.Builder
+	for long.Len() < 20000 {
+		fmt.Fprintf(&long, "%x", rand.Uint64())
+	}
+	ok, err := delivery.Record(ctx, h.pool, ids[0], 1, time.Now(), delivery.Outcome{Status: herald.StatusPending,
+		AttemptClass: "TRANSIENT", Error: long.String()})
+	require.NoError(t, err)
+	require.True(t, ok)
 	toast := h.queryString(`SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'delivery'::regclass`)
 	require.NotEqual(t, "0", h.queryString(`SELECT count(*)::text FROM `+toast), "last_error was not stored out of line")
-	h.exec(`UPDATE delivery SET status = 'PENDING' WHERE id = $1`, ids[0])
-
 	h.waitAll(ids, 60*time.Second)
+	eventually(t, 10*time.Second, func() bool { return h.status(ids[0]) == herald.StatusQueued }, "not QUEUED")
+
+	// Marking it QUEUED and reaping it back to PENDING leave last_error alone: both UPDATEs
+	// send it as an unchanged TOAST value, without data. The second is due and published.
+	n, err := delivery.ReapQueued(ctx, h.pool, herald.PriorityNormal, 0, 10, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	eventually(t, 60*time.Second, func() bool { return h.records.duplicates(ids) == 1 }, "the reaped row was not published again")
 	eventually(t, 10*time.Second, func() bool { return h.status(ids[0]) == herald.StatusQueued }, "not QUEUED")
 }

@@ -2,36 +2,14 @@ package cdc
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
-
-// sweepSQL finds the PENDING rows that are due now but that the stream did not, or will not,
-// publish:
-//
-//   - next_attempt_at > updated_at: the row was not due when it was written (a retry with
-//     back-off, a scheduled send, a quiet-hours deferral). The passing of time writes no WAL,
-//     so only a scan can see it become due.
-//   - updated_at older than the grace period: the row was due when written, but it is still
-//     PENDING long after the stream should have published it and Kafka acknowledged it (the
-//     slot was recreated, the relay was down, marking it QUEUED failed).
-//
-// Walking delivery_pending_due (partial on status = 'PENDING', ordered by next_attempt_at)
-// keeps the scan to PENDING rows that are due, oldest first, however large the table grows.
-const sweepSQL = `
-SELECT id::text, notification_id::text, channel, priority, attempts, next_attempt_at, updated_at,
-       coalesce(traceparent, ''), next_attempt_at > updated_at
-  FROM delivery
- WHERE status = 'PENDING'
-   AND next_attempt_at <= now()
-   AND (next_attempt_at > updated_at OR updated_at < now() - make_interval(secs => $1))
- ORDER BY next_attempt_at
- LIMIT $2`
 
 // Reasons the sweeper publishes a row, as the metric attribute herald.reason.
 const (
@@ -39,8 +17,10 @@ const (
 	reasonMissed = "missed"
 )
 
-// sweeper publishes rows that became due after they were written and rows the stream missed,
-// through the same producer, and marks them QUEUED the same way.
+// sweeper publishes rows that became due after they were written and rows the stream missed
+// (delivery.Due: highest priority first), through the same producer, and marks them QUEUED
+// the same way. Each pass first ends PENDING rows past their expiry EXPIRED
+// (delivery.ExpireDue), so that a row due after its expiry does not wait to become due.
 type sweeper struct {
 	cfg     Config
 	pool    *pgxpool.Pool
@@ -58,11 +38,15 @@ func (s *sweeper) run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
+		expired, err := s.expire(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("expire failed", zap.Error(err))
+		}
 		n, err := s.sweep(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("sweep failed", zap.Error(err))
 		}
-		if err == nil && n == s.cfg.SweepBatch {
+		if err == nil && (n == s.cfg.SweepBatch || expired == int64(s.cfg.SweepBatch)) {
 			continue // more may be waiting
 		}
 		select {
@@ -73,30 +57,31 @@ func (s *sweeper) run(ctx context.Context) error {
 	}
 }
 
+// expire ends at most SweepBatch PENDING rows past their expires_at EXPIRED.
+func (s *sweeper) expire(ctx context.Context) (int64, error) {
+	n, err := delivery.ExpireDue(ctx, s.pool, s.cfg.SweepBatch)
+	if n > 0 {
+		s.metrics.expiredRows(ctx, n)
+		s.log.Info("expired PENDING rows past their expiry", zap.Int64("rows", n))
+	}
+	return n, err
+}
+
 // sweep runs one pass: select a batch, publish it, wait for Kafka, mark what Kafka
 // acknowledged QUEUED. Marking before the next pass keeps the next pass from selecting the
 // same rows again. It returns the number of rows selected.
 func (s *sweeper) sweep(ctx context.Context) (int, error) {
-	rows, err := s.pool.Query(ctx, sweepSQL, s.cfg.GracePeriod.Seconds(), s.cfg.SweepBatch)
+	rows, err := delivery.Due(ctx, s.pool, s.cfg.GracePeriod, s.cfg.SweepBatch)
 	if err != nil {
-		return 0, fmt.Errorf("select due rows: %w", err)
+		return 0, err
 	}
-	var batch []deliveryRow
-	var becameDue []bool
-	for rows.Next() {
-		var r deliveryRow
-		var late bool
-		r.Status = herald.StatusPending
-		if err := rows.Scan(&r.ID, &r.NotificationID, &r.Channel, &r.Priority, &r.Attempts,
-			&r.NextAttemptAt, &r.UpdatedAt, &r.Traceparent, &late); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan due row: %w", err)
-		}
-		batch = append(batch, r)
-		becameDue = append(becameDue, late)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("select due rows: %w", err)
+	batch := make([]deliveryRow, len(rows))
+	becameDue := make([]bool, len(rows))
+	for i, r := range rows {
+		batch[i] = deliveryRow{ID: r.ID, NotificationID: r.NotificationID, Channel: r.Channel, Priority: r.Priority,
+			Status: herald.StatusPending, Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt,
+			Traceparent: r.Traceparent}
+		becameDue[i] = r.BecameDue
 	}
 	if len(batch) == 0 {
 		return 0, nil

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -8,10 +9,12 @@ import (
 
 // delay returns how long to wait before the next attempt after attempt n (1-based) failed
 // transiently: full jitter, uniform in [0, min(Max, Base·2^(n-1))), at nanosecond precision,
-// or the provider's Retry-After when that is longer (the provider's word beats the cap).
-// rnd returns a float in [0, 1).
+// or the provider's Retry-After when that is longer (the provider's word beats Max), capped
+// at MaxRetryAfter (an absurd Retry-After must not park a delivery for years; a zero
+// MaxRetryAfter counts as DefaultRetryPolicy's). rnd returns a float in [0, 1).
 func (p RetryPolicy) delay(n int, retryAfter time.Duration, rnd func() float64) time.Duration {
 	d := time.Duration(rnd() * float64(p.ceiling(n)))
+	retryAfter = min(retryAfter, cmp.Or(p.MaxRetryAfter, DefaultRetryPolicy.MaxRetryAfter))
 	if retryAfter > d {
 		d = retryAfter
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
 )
 
 func TestRetryPolicyCeiling(t *testing.T) {
@@ -27,6 +29,26 @@ func TestRetryPolicyDelayFullJitter(t *testing.T) {
 	// Retry-After wins when longer than the jittered delay, even past Max.
 	require.Equal(t, 10*time.Minute, p.delay(1, 10*time.Minute, func() float64 { return 0.9 }))
 	require.Equal(t, 3*time.Second, p.delay(2, time.Second, func() float64 { return 0.75 }))
+}
+
+// A Retry-After far in the future (999999999 s, about 31 years) is capped at MaxRetryAfter,
+// 1 h by default; one under the cap is honoured as it is.
+func TestRetryPolicyDelayCapsRetryAfter(t *testing.T) {
+	huge := 999999999 * time.Second
+	half := func() float64 { return 0.5 }
+	require.Equal(t, time.Hour, DefaultRetryPolicy.delay(1, huge, half))
+	require.Equal(t, time.Hour, RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}.delay(1, huge, half),
+		"a policy without a cap gets the default one")
+	custom := RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6, MaxRetryAfter: 10 * time.Minute}
+	require.Equal(t, 10*time.Minute, custom.delay(3, huge, half))
+	require.Equal(t, 7*time.Minute, custom.delay(3, 7*time.Minute, half), "a Retry-After under the cap wins over jitter")
+	require.Equal(t, 4*time.Second, custom.delay(3, time.Second, half), "the jittered delay when longer")
+
+	cfg := Config{RetryPolicies: map[herald.Channel]RetryPolicy{herald.ChannelSMS: {Base: time.Second, Max: time.Minute, MaxAttempts: 2}}}.withDefaults()
+	require.Equal(t, time.Hour, cfg.RetryPolicies[herald.ChannelSMS].MaxRetryAfter, "filled in with the defaults")
+	cfg.RetryPolicies[herald.ChannelSMS] = RetryPolicy{Base: time.Second, Max: time.Minute, MaxAttempts: 2, MaxRetryAfter: -time.Second}
+	cfg.Brokers = []string{"localhost:9092"}
+	require.Error(t, cfg.validate())
 }
 
 func TestQuietEnd(t *testing.T) {

@@ -47,13 +47,13 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	warm := e.insert(delivery{})
+	warm := e.insert(fixture{})
 	waitCall(warm, func() { e.publish(warm) }) // first use of the limiter waits out one window
 
 	backlog := max(3000, 5*b.N)
-	low := e.insertN(backlog, delivery{Priority: herald.PriorityLow})
+	low := e.insertN(backlog, fixture{Priority: herald.PriorityLow})
 	e.publish(low...)
-	high := e.insertN(b.N, delivery{Priority: herald.PriorityHigh})
+	high := e.insertN(b.N, fixture{Priority: herald.PriorityHigh})
 	recs := e.records(high...)
 	lowBefore := len(s.Calls())
 

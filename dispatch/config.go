@@ -55,9 +55,10 @@ type Config struct {
 
 // LaneConfig configures one priority lane.
 type LaneConfig struct {
-	// Topic is the Kafka topic. Default notifications.high / .normal / .low.
+	// Topic is the Kafka topic. Default herald.DefaultTopic (notifications.high / .normal / .low).
 	Topic string
-	// Group is the consumer group. Default herald-dispatch-high / -normal / -low.
+	// Group is the consumer group. Default herald.DefaultConsumerGroup (herald-dispatch-high /
+	// -normal / -low).
 	Group string
 	// Concurrency is the number of deliveries processed at once; it may exceed the
 	// partition count. Default HIGH 12, NORMAL 6, LOW 2.
@@ -74,7 +75,8 @@ type LaneConfig struct {
 
 // RetryPolicy is the retry schedule of one channel: attempt n (1-based) that fails
 // transiently is retried after a delay drawn uniformly from [0, min(Max, Base·2^(n-1))]
-// ("full jitter"), or after the provider's Retry-After when that is longer.
+// ("full jitter"), or after the provider's Retry-After when that is longer, up to
+// MaxRetryAfter.
 type RetryPolicy struct {
 	// Base is the first delay's upper bound. Default 2 s.
 	Base time.Duration
@@ -82,16 +84,21 @@ type RetryPolicy struct {
 	Max time.Duration
 	// MaxAttempts is the number of attempts before the delivery ends FAILED. Default 6.
 	MaxAttempts int
+	// MaxRetryAfter caps the delay a provider's Retry-After may ask for: a provider (or a
+	// proxy in front of it) answering "Retry-After: 999999999" must not park a delivery for
+	// decades. Default 1 h.
+	MaxRetryAfter time.Duration
 }
 
 // DefaultRetryPolicy is the policy of a channel without its own.
-var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6}
+var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6, MaxRetryAfter: time.Hour}
 
-// DefaultLanes are the lane settings used where Config.Lanes leaves a field zero.
+// DefaultLanes are the lane settings used where Config.Lanes leaves a field zero. Topic and
+// group names default to herald.DefaultTopic and herald.DefaultConsumerGroup.
 var DefaultLanes = map[herald.Priority]LaneConfig{
-	herald.PriorityHigh:   {Topic: "notifications.high", Group: "herald-dispatch-high", Concurrency: 12, RateWait: 2 * time.Second},
-	herald.PriorityNormal: {Topic: "notifications.normal", Group: "herald-dispatch-normal", Concurrency: 6, RateWait: 5 * time.Second},
-	herald.PriorityLow:    {Topic: "notifications.low", Group: "herald-dispatch-low", Concurrency: 2, RateWait: 10 * time.Second},
+	herald.PriorityHigh:   {Concurrency: 12, RateWait: 2 * time.Second},
+	herald.PriorityNormal: {Concurrency: 6, RateWait: 5 * time.Second},
+	herald.PriorityLow:    {Concurrency: 2, RateWait: 10 * time.Second},
 }
 
 // DefaultRateShares are the shares of a provider limit used where Config.RateShares has no entry.
@@ -105,10 +112,10 @@ func (c Config) withDefaults() Config {
 	for _, p := range herald.Priorities {
 		l, d := c.Lanes[p], DefaultLanes[p]
 		if l.Topic == "" {
-			l.Topic = d.Topic
+			l.Topic = herald.DefaultTopic(p)
 		}
 		if l.Group == "" {
-			l.Group = d.Group
+			l.Group = herald.DefaultConsumerGroup(p)
 		}
 		if l.Concurrency == 0 {
 			l.Concurrency = d.Concurrency
@@ -135,6 +142,9 @@ func (c Config) withDefaults() Config {
 		}
 		if rp.MaxAttempts == 0 {
 			rp.MaxAttempts = DefaultRetryPolicy.MaxAttempts
+		}
+		if rp.MaxRetryAfter == 0 {
+			rp.MaxRetryAfter = DefaultRetryPolicy.MaxRetryAfter
 		}
 		policies[ch] = rp
 	}
@@ -218,8 +228,8 @@ func (c Config) validate() error {
 		}
 	}
 	for ch, rp := range c.RetryPolicies {
-		if rp.Base < 0 || rp.Max < rp.Base || rp.MaxAttempts < 1 {
-			errs = append(errs, fmt.Errorf("retry policy %s: need 0 <= base <= max and attempts >= 1", ch))
+		if rp.Base < 0 || rp.Max < rp.Base || rp.MaxAttempts < 1 || rp.MaxRetryAfter < 0 {
+			errs = append(errs, fmt.Errorf("retry policy %s: need 0 <= base <= max, attempts >= 1 and max retry-after >= 0", ch))
 		}
 	}
 	for prov, n := range c.RateLimits {

@@ -20,6 +20,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -59,9 +61,7 @@ func newEnv(t testing.TB) *env {
 	e.producer, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(0))
 	require.NoError(t, err)
 	t.Cleanup(e.producer.Close)
-	require.NoError(t, pool.QueryRow(context.Background(), `
-		INSERT INTO api_client (id, name, key_prefix, key_hash)
-		VALUES (gen_random_uuid(), 'test', 'hk_test', sha256(gen_random_uuid()::text::bytea)) RETURNING id`).Scan(&e.clientID))
+	e.clientID = deliverytest.Client(t, pool)
 	return e
 }
 
@@ -78,11 +78,12 @@ func (e *env) config() Config {
 	}
 }
 
-// delivery describes a row to insert.
-type delivery struct {
+// fixture describes a delivery row to insert.
+type fixture struct {
 	Channel   herald.Channel
 	Priority  herald.Priority
 	ExpiresIn time.Duration // 0: no expiry; negative: already expired
+	DueIn     time.Duration // 0: due at once
 	UserID    int64
 }
 
@@ -91,47 +92,42 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // insert writes a notification and its delivery, PENDING and due, and returns the id.
-func (e *env) insert(d delivery) string {
+func (e *env) insert(d fixture) string {
 	e.t.Helper()
 	return e.insertWith(e.pool, d)
 }
 
 // insertWith is insert through q.
-func (e *env) insertWith(q querier, d delivery) string {
+func (e *env) insertWith(q querier, d fixture) string {
 	e.t.Helper()
-	if d.Channel == "" {
-		d.Channel = herald.ChannelSMS
-	}
+	return deliverytest.One(e.t, q, e.spec(q, d, "otp", "security", `{"code":"123456"}`))
+}
+
+// insertN inserts n deliveries like d in one transaction and returns their ids.
+func (e *env) insertN(n int, d fixture) []string {
+	e.t.Helper()
+	return deliverytest.Insert(e.t, e.pool, n, e.spec(e.pool, d, "promo", "marketing", ""))
+}
+
+// spec fills in d's defaults, makes sure its user has a contact, and returns the
+// deliverytest spec of it.
+func (e *env) spec(q querier, d fixture, template, category, payload string) deliverytest.Spec {
+	e.t.Helper()
 	if d.Priority == "" {
 		d.Priority = herald.PriorityHigh
 	}
 	if d.UserID == 0 {
 		d.UserID = 42
 	}
-	ctx := context.Background()
-	_, err := q.Exec(ctx, `INSERT INTO user_contact (user_id, email, phone, webhook_url)
+	_, err := q.Exec(context.Background(), `INSERT INTO user_contact (user_id, email, phone, webhook_url)
 		VALUES ($1, 'user@example.com', '+15550100', 'https://hooks.example.com/h') ON CONFLICT DO NOTHING`, d.UserID)
 	require.NoError(e.t, err)
-	var expires *time.Duration
-	if d.ExpiresIn != 0 {
-		expires = &d.ExpiresIn
-	}
-	var id string
-	err = q.QueryRow(ctx, `
-		WITH n AS (
-			INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category,
-			                          payload, priority, expires_at, response)
-			VALUES (gen_random_uuid(), $1, gen_random_uuid()::text, '\x00', $2, 'otp', 'security',
-			        '{"code":"123456"}', $3, now() + $4::interval, '{}')
-			RETURNING id, expires_at)
-		INSERT INTO delivery (id, notification_id, channel, priority, expires_at)
-		SELECT gen_random_uuid(), n.id, $5, $3, n.expires_at FROM n RETURNING id`,
-		e.clientID, d.UserID, d.Priority, expires, d.Channel).Scan(&id)
-	require.NoError(e.t, err)
-	return id
+	return deliverytest.Spec{ClientID: e.clientID, UserID: d.UserID, Template: template, Category: category,
+		Payload: payload, Channel: d.Channel, Priority: d.Priority, DueIn: d.DueIn, ExpiresIn: d.ExpiresIn}
 }
 
 // publish produces the relay's record for each delivery row, as the relay would.
@@ -162,15 +158,7 @@ func (e *env) recordsWith(q querier, ids ...string) []*kgo.Record {
 			attempts int
 		)
 		require.NoError(e.t, rows.Scan(&id, &nid, &ch, &prio, &attempts))
-		v, err := herald.DeliveryMessage{DeliveryID: id, NotificationID: nid, Channel: herald.Channel(ch),
-			Priority: herald.Priority(prio), Attempts: attempts}.Marshal()
-		require.NoError(e.t, err)
-		byID[id] = &kgo.Record{Topic: e.topics[herald.Priority(prio)], Key: []byte(id), Value: v,
-			Headers: []kgo.RecordHeader{
-				{Key: herald.HeaderTraceparent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
-				{Key: herald.HeaderDeliveryID, Value: []byte(id)},
-				{Key: herald.HeaderAttempt, Value: []byte(fmt.Sprint(attempts + 1))},
-			}}
+		byID[id] = e.record(id, nid, herald.Channel(ch), herald.Priority(prio), attempts)
 	}
 	require.NoError(e.t, rows.Err())
 	recs := make([]*kgo.Record, 0, len(ids))
@@ -182,15 +170,28 @@ func (e *env) recordsWith(q querier, ids ...string) []*kgo.Record {
 	return recs
 }
 
-// sweep stands in for the relay's sweeper until the test ends: every 20 ms it publishes
-// PENDING rows that are due and marks them QUEUED with a CAS on (status, attempts, still
-// due): a row deferred meanwhile by a worker must stay PENDING for a later sweep.
+// record is the relay's record of a delivery row.
+func (e *env) record(id, nid string, ch herald.Channel, prio herald.Priority, attempts int) *kgo.Record {
+	v, err := herald.DeliveryMessage{DeliveryID: id, NotificationID: nid, Channel: ch, Priority: prio, Attempts: attempts}.Marshal()
+	if err != nil {
+		panic(err) // a struct of strings and ints always encodes
+	}
+	return &kgo.Record{Topic: e.topics[prio], Key: []byte(id), Value: v,
+		Headers: []kgo.RecordHeader{
+			{Key: herald.HeaderTraceparent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+			{Key: herald.HeaderDeliveryID, Value: []byte(id)},
+			{Key: herald.HeaderAttempt, Value: []byte(fmt.Sprint(attempts + 1))},
+		}}
+}
+
+// sweep stands in for the relay's sweeper until the test ends: every 20 ms it publishes the
+// rows delivery.Due returns (grace period zero: every due PENDING row) and marks what Kafka
+// acknowledged QUEUED with delivery.MarkQueued, the relay's compare-and-set: a row a worker
+// claimed or deferred meanwhile stays as the worker left it.
 func (e *env) sweep() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -199,44 +200,36 @@ func (e *env) sweep() {
 				return
 			case <-tick.C:
 			}
-			rows, err := e.pool.Query(ctx, `SELECT id, attempts FROM delivery WHERE status = 'PENDING' AND next_attempt_at <= now()`)
-			if err != nil {
+			due, err := delivery.Due(ctx, e.pool, 0, 1000)
+			if err != nil || len(due) == 0 {
 				continue
 			}
-			type due struct {
-				id       string
-				attempts int
+			recs := make([]*kgo.Record, len(due))
+			vs := make([]delivery.Version, len(due))
+			for i, r := range due {
+				recs[i] = e.record(r.ID, r.NotificationID, r.Channel, r.Priority, r.Attempts)
+				vs[i] = r.Version
 			}
-			var ds []due
-			for rows.Next() {
-				var d due
-				if rows.Scan(&d.id, &d.attempts) == nil {
-					ds = append(ds, d)
-				}
+			if e.producer.ProduceSync(ctx, recs...).FirstErr() != nil {
+				continue
 			}
-			rows.Close()
-			for _, d := range ds {
-				e.publish(d.id)
-				_, _ = e.pool.Exec(ctx, `UPDATE delivery SET status = 'QUEUED'
-					WHERE id = $1 AND status = 'PENDING' AND attempts = $2 AND next_attempt_at <= now()`, d.id, d.attempts)
-			}
+			_, _ = delivery.MarkQueued(ctx, e.pool, vs)
 		}
-	}()
+	})
 	e.t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// reap is the relay's reaper with a zero lease: SENDING rows go back to PENDING with an
-// AMBIGUOUS attempt row. It returns how many rows it reaped.
+// reap is the relay's reaper with a zero lease (delivery.ReapSending): SENDING rows go back
+// to PENDING with an AMBIGUOUS attempt row. It returns how many rows it reaped.
 func (e *env) reap() int {
 	e.t.Helper()
-	tag, err := e.pool.Exec(context.Background(), `
-		WITH r AS (
-			UPDATE delivery SET status = 'PENDING', next_attempt_at = now(), last_error = 'reaped: worker lease expired'
-			WHERE status = 'SENDING' RETURNING id, attempts)
-		INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-		SELECT id, attempts, now(), 'AMBIGUOUS', 'reaped' FROM r`)
+	reaped, err := delivery.ReapSending(context.Background(), e.pool, 0, 1000)
 	require.NoError(e.t, err)
-	return int(tag.RowsAffected())
+	n := 0
+	for _, c := range reaped {
+		n += int(c)
+	}
+	return n
 }
 
 // start runs a Dispatcher until the test ends.
@@ -315,41 +308,6 @@ func (e *env) attempts(id string) []attemptRow {
 
 func smsOnly(s Sender) map[herald.Channel]Sender {
 	return map[herald.Channel]Sender{herald.ChannelSMS: s}
-}
-
-// insertN inserts n deliveries like d in one statement and returns their ids.
-func (e *env) insertN(n int, d delivery) []string {
-	e.t.Helper()
-	if d.Channel == "" {
-		d.Channel = herald.ChannelSMS
-	}
-	if d.Priority == "" {
-		d.Priority = herald.PriorityHigh
-	}
-	if d.UserID == 0 {
-		d.UserID = 42
-	}
-	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, `INSERT INTO user_contact (user_id, phone) VALUES ($1, '+15550100') ON CONFLICT DO NOTHING`, d.UserID)
-	require.NoError(e.t, err)
-	rows, err := e.pool.Query(ctx, `
-		WITH n AS (
-			INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, priority, response)
-			SELECT gen_random_uuid(), $1, gen_random_uuid()::text, '\x00', $2, 'promo', 'marketing', $3, '{}'
-			FROM generate_series(1, $4)
-			RETURNING id)
-		INSERT INTO delivery (id, notification_id, channel, priority)
-		SELECT gen_random_uuid(), n.id, $5, $3 FROM n RETURNING id`, e.clientID, d.UserID, d.Priority, n, d.Channel)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		require.NoError(e.t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(e.t, rows.Err())
-	return ids
 }
 
 // callTimes returns the sender's calls as admissions (for maxInWindow), with the priority

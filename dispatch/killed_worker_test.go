@@ -81,7 +81,7 @@ func TestWorkerKilledMidSend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config()
-	id := e.insert(delivery{})
+	id := e.insert(fixture{})
 
 	spec, err := json.Marshal(childSpec{DSN: e.dsn, RedisAddr: e.rdb.Options().Addr, Prefix: e.prefix,
 		Brokers: e.brokers, Lanes: cfg.Lanes})

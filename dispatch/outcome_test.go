@@ -23,7 +23,7 @@ func TestDuplicateRecordsAndRacingWorkersSendOnce(t *testing.T) {
 
 	var ids []string
 	for range 20 {
-		ids = append(ids, e.insert(delivery{}))
+		ids = append(ids, e.insert(fixture{}))
 	}
 	for range 3 {
 		e.publish(ids...)
@@ -53,7 +53,7 @@ func TestPermanentErrorFailsAfterOneAttempt(t *testing.T) {
 	}}
 	e.start(e.config(), nil, smsOnly(s))
 	e.sweep()
-	id := e.insert(delivery{})
+	id := e.insert(fixture{})
 	e.publish(id)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusFailed}, id)
 	_, n := e.state(id)
@@ -83,7 +83,7 @@ func TestTransientErrorsFollowBackoffThenFail(t *testing.T) {
 
 	var ids []string
 	for range 5 {
-		ids = append(ids, e.insert(delivery{}))
+		ids = append(ids, e.insert(fixture{}))
 	}
 	e.publish(ids...)
 	e.waitStatus(60*time.Second, []herald.Status{herald.StatusFailed}, ids...)
@@ -142,7 +142,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}}
 	e.start(cfg, nil, smsOnly(s))
 	e.sweep()
-	id := e.insert(delivery{})
+	id := e.insert(fixture{})
 	e.publish(id)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, id)
 	as := e.attempts(id)
@@ -162,11 +162,9 @@ func TestExpiredDeliveryIsNeverSent(t *testing.T) {
 	e := newEnv(t)
 	s := &MemorySender{}
 	d := e.start(e.config(), nil, smsOnly(s))
-	expired := e.insert(delivery{ExpiresIn: -time.Second})
-	later := e.insert(delivery{})
-	_, err := e.pool.Exec(context.Background(), `UPDATE delivery SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, later)
-	require.NoError(t, err)
-	fresh := e.insert(delivery{ExpiresIn: time.Hour})
+	expired := e.insert(fixture{ExpiresIn: -time.Second})
+	later := e.insert(fixture{DueIn: time.Hour})
+	fresh := e.insert(fixture{ExpiresIn: time.Hour})
 	e.publish(expired, later, fresh)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusExpired}, expired)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, fresh)
@@ -194,8 +192,8 @@ func TestRetryRespectsQuietHoursExceptHigh(t *testing.T) {
 		return senders.Result{}, senders.TransientError("503", 0, errors.New("unavailable"))
 	}}
 	e.start(cfg, nil, smsOnly(s))
-	normal := e.insert(delivery{Priority: herald.PriorityNormal, UserID: 7})
-	high := e.insert(delivery{Priority: herald.PriorityHigh, UserID: 7})
+	normal := e.insert(fixture{Priority: herald.PriorityNormal, UserID: 7})
+	high := e.insert(fixture{Priority: herald.PriorityHigh, UserID: 7})
 	_, err := e.pool.Exec(context.Background(), `INSERT INTO user_preference (user_id, quiet_start, quiet_end)
 		VALUES (7, (now() AT TIME ZONE 'UTC' - interval '1 hour')::time, (now() AT TIME ZONE 'UTC' + interval '2 hours')::time)`)
 	require.NoError(t, err)
@@ -222,7 +220,7 @@ func TestPushTokensFromContactAndInvalidOnesDropped(t *testing.T) {
 		return senders.Result{Provider: "push:test", InvalidTokens: []string{"tok-a"}}, nil
 	}}
 	e.start(e.config(), nil, map[herald.Channel]Sender{herald.ChannelPush: s})
-	id := e.insert(delivery{Channel: herald.ChannelPush, UserID: 9})
+	id := e.insert(fixture{Channel: herald.ChannelPush, UserID: 9})
 	_, err := e.pool.Exec(context.Background(), `INSERT INTO push_token (user_id, token, platform)
 		VALUES (9, 'tok-a', 'FCM'), (9, 'tok-b', 'APNS')`)
 	require.NoError(t, err)

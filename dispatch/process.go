@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -120,7 +121,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 	case r.Status.Terminal(), r.Status == herald.StatusSending:
 		return false, nil // finished, or a provider call is in flight elsewhere
 	case r.Expired:
-		ok, err := expire(ctx, d.pool, id, r.Attempts)
+		ok, err := delivery.Expire(ctx, d.pool, id, r.Attempts)
 		if ok {
 			d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "EXPIRED"),
 				attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
@@ -130,7 +131,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 		return false, nil // a scheduled send or a retry: the sweeper publishes it when due
 	}
 	if reason := l.noMoreAttempts(r); reason != "" {
-		ok, err := giveUp(ctx, d.pool, id, r.Attempts, reason)
+		ok, err := delivery.GiveUp(ctx, d.pool, id, r.Attempts, reason)
 		if ok {
 			d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "GAVE_UP"),
 				attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
@@ -153,7 +154,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 		buildErr = senders.PermanentError(code, buildErr)
 	}
 	if buildErr != nil { // nothing to send: end the attempt without a provider call
-		att, started, ok, err := claim(ctx, d.pool, id, r.Attempts)
+		att, started, ok, err := delivery.Claim(ctx, d.pool, id, r.Attempts)
 		if err != nil || !ok {
 			return !ok && err == nil, err
 		}
@@ -172,7 +173,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 		defer d.leases.release(context.WithoutCancel(ctx), id, attempt, d.token, d.redisTimeout)
 	}
 
-	att, started, ok, err := claim(ctx, d.pool, id, r.Attempts)
+	att, started, ok, err := delivery.Claim(ctx, d.pool, id, r.Attempts)
 	if err != nil || !ok {
 		return !ok && err == nil, err
 	}
@@ -220,7 +221,7 @@ func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Send
 			allowed, wait = false, 100*time.Millisecond
 		}
 		if err != nil || !allowed {
-			ok, uerr := unclaim(context.WithoutCancel(ctx), d.pool, r.ID, att, wait)
+			ok, uerr := delivery.Unclaim(context.WithoutCancel(ctx), d.pool, r.ID, att, wait)
 			if ok && err == nil {
 				l.stats.deferred.Add(1)
 				d.metrics.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("priority", string(l.prio)),
@@ -230,7 +231,7 @@ func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Send
 		}
 		if r.ExpiresAt != nil && !r.DBNow.Add(time.Since(r.loadedAt)).Before(*r.ExpiresAt) {
 			// It expired while waiting for capacity: end it without a call.
-			return l.record(ctx, r, att, started, outcome{Status: herald.StatusExpired, AttemptClass: "EXPIRED",
+			return l.record(ctx, r, att, started, delivery.Outcome{Status: herald.StatusExpired, AttemptClass: "EXPIRED",
 				Error: "expired while waiting for rate-limit capacity"})
 		}
 		sendCtx, cancel = context.WithTimeout(ctx, d.cfg.SendTimeout)
@@ -303,7 +304,7 @@ func (l *lane) waitForRate(ctx context.Context, provider string, attempt int, de
 // finish turns a send result into the delivery's next state and records it.
 func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Time, provider string, res senders.Result, sendErr error) error {
 	d := l.d
-	o := outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: provider,
+	o := delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: provider,
 		ProviderID: res.ProviderMessageID, ProviderCode: res.Code}
 	if res.Provider != "" {
 		o.Provider = res.Provider
@@ -347,12 +348,12 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 // (the reaper took it: the conditional write then matches nothing), or the lane's shutdown
 // deadline passes — then the error goes back and the record's offset stays uncommitted.
 // Each write runs on a context detached from shutdown.
-func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Time, o outcome) error {
+func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Time, o delivery.Outcome) error {
 	d := l.d
 	backoff := 100 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
-		ok, err := record(wctx, d.pool, r.ID, attempt, started, o)
+		ok, err := delivery.Record(wctx, d.pool, r.ID, attempt, started, o)
 		cancel()
 		if err != nil && unreachable(err) {
 			l.log.Warn("record outcome: database unreachable, retrying", zap.String("delivery_id", r.ID),

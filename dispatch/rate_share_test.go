@@ -30,12 +30,12 @@ func TestRateLimitHoldsAndHighNeverWaitsForLow(t *testing.T) {
 	d := e.start(cfg, nil, smsOnly(s))
 	e.sweep()
 	// The first use of a provider's limiter waits out one window (see rateScript's guard).
-	warm := e.insert(delivery{Priority: herald.PriorityHigh})
+	warm := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.publish(warm)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, warm)
 	refusedBefore := d.lanes[herald.PriorityHigh].stats.rateRefused.Load()
 
-	low := e.insertN(500, delivery{Priority: herald.PriorityLow})
+	low := e.insertN(500, fixture{Priority: herald.PriorityLow})
 	e.publish(low...)
 	var high []string
 	produced := map[string]time.Time{}
@@ -43,7 +43,7 @@ func TestRateLimitHoldsAndHighNeverWaitsForLow(t *testing.T) {
 	defer tick.Stop()
 	for range 24 {
 		<-tick.C
-		id := e.insert(delivery{Priority: herald.PriorityHigh})
+		id := e.insert(fixture{Priority: herald.PriorityHigh})
 		produced[id] = time.Now()
 		e.publish(id)
 		high = append(high, id)
@@ -85,7 +85,7 @@ func TestRateLimitDeferralKeepsAttempts(t *testing.T) {
 	d := e.start(cfg, nil, smsOnly(s))
 	e.sweep()
 
-	ids := e.insertN(4, delivery{})
+	ids := e.insertN(4, fixture{})
 	e.publish(ids...)
 	// Catch a deferred row: PENDING in the future, attempts untouched.
 	require.Eventually(t, func() bool {

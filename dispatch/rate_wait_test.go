@@ -26,7 +26,7 @@ func TestStaleAdmissionsDoNotExtendRateWait(t *testing.T) {
 	cfg.Lanes[herald.PriorityHigh] = high
 	d := e.start(cfg, nil, smsOnly(s))
 
-	id := e.insert(delivery{Priority: herald.PriorityHigh})
+	id := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.publish(id)
 	l := d.lanes[herald.PriorityHigh]
 	require.Eventually(t, func() bool { return l.stats.deferred.Load() == 1 }, 30*time.Second, 10*time.Millisecond)

@@ -1,24 +1,22 @@
 package dispatch
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 )
 
-// reaped puts a delivery where the reaper leaves one whose worker died mid-call: PENDING and
-// due, attempts = n, and attempt n logged AMBIGUOUS.
+// reaped puts a delivery where the reaper leaves one whose worker died mid-call: placed
+// SENDING with attempt n claimed, then reaped (delivery.ReapSending, zero lease), so PENDING
+// and due, attempts = n, and attempt n logged AMBIGUOUS.
 func (e *env) reaped(id string, n int) {
 	e.t.Helper()
-	_, err := e.pool.Exec(context.Background(), `
-		WITH d AS (UPDATE delivery SET attempts = $2, next_attempt_at = now() WHERE id = $1 RETURNING id)
-		INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-		SELECT id, $2, now(), 'AMBIGUOUS', 'in flight past the SENDING lease; outcome unknown' FROM d`, id, n)
-	require.NoError(e.t, err)
+	deliverytest.Place(e.t, e.pool, []string{id}, deliverytest.Spec{Status: herald.StatusSending, Attempts: n})
+	require.Equal(e.t, 1, e.reap())
 }
 
 // A row the reaper returned from SENDING still obeys the retry policy when a worker picks it
@@ -32,11 +30,11 @@ func TestReapedRowObeysRetryPolicy(t *testing.T) {
 	cfg.RetryPolicies = map[herald.Channel]RetryPolicy{herald.ChannelSMS: {MaxAttempts: 3}}
 	e.start(cfg, nil, smsOnly(s))
 
-	exhausted := e.insert(delivery{Priority: herald.PriorityHigh})
+	exhausted := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.reaped(exhausted, 3)
-	lowAmbiguous := e.insert(delivery{Priority: herald.PriorityLow})
+	lowAmbiguous := e.insert(fixture{Priority: herald.PriorityLow})
 	e.reaped(lowAmbiguous, 1)
-	highAmbiguous := e.insert(delivery{Priority: herald.PriorityHigh}) // HIGH retries ambiguous outcomes
+	highAmbiguous := e.insert(fixture{Priority: herald.PriorityHigh}) // HIGH retries ambiguous outcomes
 	e.reaped(highAmbiguous, 1)
 
 	e.publish(exhausted, lowAmbiguous, highAmbiguous)

@@ -51,7 +51,7 @@ func TestOutcomeWriteRetriedAfterTimeout(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 
-	id := e.insert(delivery{Priority: herald.PriorityHigh})
+	id := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.publish(id)
 	require.Eventually(t, func() bool {
 		return logs.FilterMessageSnippet("record outcome").Len() > 0

@@ -25,7 +25,7 @@ func TestRedisOutageDegradedMode(t *testing.T) {
 	e.sweep()
 
 	wave := func() []string {
-		ids := e.insertN(30, delivery{})
+		ids := e.insertN(30, fixture{})
 		e.publish(ids...)
 		e.publish(ids...)
 		return ids

@@ -28,7 +28,7 @@ func TestGracefulShutdownFinishesInFlightAndCommits(t *testing.T) {
 	go func() { done <- d.Run(ctx) }()
 
 	called := s.Changed()
-	id := e.insert(delivery{})
+	id := e.insert(fixture{})
 	e.publish(id)
 	select {
 	case <-called:

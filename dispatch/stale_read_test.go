@@ -24,7 +24,7 @@ func TestRecordBeforeItsRowIsVisibleIsSent(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below; a rollback after it is a no-op
-	id := e.insertWith(tx, delivery{})
+	id := e.insertWith(tx, fixture{})
 	recs := e.recordsWith(tx, id)
 	require.NoError(t, e.producer.ProduceSync(ctx, recs...).FirstErr())
 

@@ -28,7 +28,7 @@ func TestTraceContinuesFromRecordHeaders(t *testing.T) {
 
 	e := newEnv(t)
 	e.start(e.config(), nil, smsOnly(&MemorySender{}))
-	id := e.insert(delivery{})
+	id := e.insert(fixture{})
 	e.publish(id) // traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, id)
 

@@ -7,12 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 // The accepting transaction is pipelined into two round trips on one connection:
 //
 //	BEGIN; loadAcceptContext          (read: clock, earlier key, template, contact, preferences)
-//	insertNotification...; COMMIT     (write: notification + deliveries)
+//	delivery.Insert...; COMMIT        (write: notification + deliveries)
 //
 // with the decisions (validation against the template, opt-outs, quiet hours) made in Go in
 // between. It is one ordinary READ COMMITTED transaction; pipelining only saves the round
@@ -36,22 +38,18 @@ func beginAccept(ctx context.Context, conn *pgxpool.Conn, clientID, key string, 
 	return ac, err
 }
 
-// insertAndCommit runs the insert and commits. It returns how many notifications the insert
-// wrote: 0 when the Idempotency-Key was taken (the transaction then committed nothing).
-func insertAndCommit(ctx context.Context, conn *pgxpool.Conn, query string, args []any) (int, error) {
+// insertAndCommit runs the insert transition (delivery.QueueInsert) and the COMMIT in one
+// round trip. It returns false when the Idempotency-Key was taken (the transaction then
+// committed nothing).
+func insertAndCommit(ctx context.Context, conn *pgxpool.Conn, n delivery.Notification) (bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(query, args...)
+	var inserted bool
+	delivery.QueueInsert(b, n, &inserted)
 	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
-	var inserted int
-	err := br.QueryRow().Scan(&inserted)
-	if err == nil {
-		_, err = br.Exec()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return inserted, err
+	return inserted, nil
 }
 
 // rollbackOpen rolls back a transaction still open on conn (after an early return or a

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/migrate"
 )
 
 // healthz answers 200 while the process serves HTTP at all (liveness).
@@ -35,7 +35,7 @@ func (a *API) ready(ctx context.Context) error {
 	if a.migrated.Load() {
 		return nil
 	}
-	pending, err := herald.MigrationsPending(ctx, a.pool)
+	pending, err := migrate.Pending(ctx, a.pool)
 	if err != nil {
 		return fmt.Errorf("migration state unknown: %w", err)
 	}

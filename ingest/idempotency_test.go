@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 func TestIdempotencyReplay(t *testing.T) {
@@ -113,9 +117,11 @@ func TestIdempotencyWaitsForConcurrentInsert(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, priority, response)
-		VALUES ('01a229cf-0000-7000-8000-00000000beef', $1, 'racing', $2, 9, 'otp', 'security', 'NORMAL', $3)`, e.clientID, in.hash(), stored)
+	inserted, err := delivery.Insert(ctx, tx, delivery.Notification{ID: uuid.MustParse("01a229cf-0000-7000-8000-00000000beef"),
+		ClientID: e.clientID, IdempotencyKey: "racing", RequestHash: in.hash(), UserID: 9, Template: "otp",
+		Category: "security", Priority: herald.PriorityNormal, Response: []byte(stored)})
 	require.NoError(t, err)
+	require.True(t, inserted)
 
 	type result struct {
 		res response

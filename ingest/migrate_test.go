@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -52,22 +53,22 @@ func TestMigrations(t *testing.T) {
 	pool := emptyDatabase(t)
 	ctx := context.Background()
 
-	pending, err := herald.MigrationsPending(ctx, pool)
+	pending, err := migrate.Pending(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, pending)
 
 	files, err := fs.Glob(herald.Migrations(), "*.sql")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	res, err := herald.Migrate(ctx, pool)
+	res, err := migrate.Up(ctx, pool)
 	require.NoError(t, err)
 	require.Len(t, res, len(files), "every migration applied once")
 
-	pending, err = herald.MigrationsPending(ctx, pool)
+	pending, err = migrate.Pending(ctx, pool)
 	require.NoError(t, err)
 	require.False(t, pending)
 
-	res, err = herald.Migrate(ctx, pool)
+	res, err = migrate.Up(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, res, "a second run applies nothing")
 

@@ -4,8 +4,13 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 )
 
 // TestGetNotificationStatus reads back deliveries in several states, as dispatch leaves them.
@@ -15,13 +20,22 @@ func TestGetNotificationStatus(t *testing.T) {
 	e.user(3, map[string]any{"email": "u3@example.com", "phone": "+15551230003"})
 	a := e.accepted("k", `{"userId":3,"template":"otp","channels":["SMS","EMAIL"],"payload":{"code":"42"},"sendAt":"2030-01-01T00:00:00+01:00"}`)
 
+	// As dispatch leaves them: SMS sent at its first attempt, EMAIL retried after its second.
 	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, `UPDATE delivery SET status = 'SENT', attempts = 1, sent_at = now()
-		WHERE notification_id = $1 AND channel = 'SMS' AND status = 'PENDING'`, a["id"])
+	idOf := map[string]string{}
+	for _, d := range a["deliveries"].([]any) {
+		idOf[d.(map[string]any)["channel"].(string)] = d.(map[string]any)["id"].(string)
+	}
+	smsID, emailID := idOf["SMS"], idOf["EMAIL"]
+	deliverytest.Place(t, e.pool, []string{smsID}, deliverytest.Spec{Status: herald.StatusSending, Attempts: 1})
+	ok, err := delivery.Record(ctx, e.pool, smsID, 1, time.Now(), delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT"})
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `UPDATE delivery SET attempts = 2, last_error = 'smtp 451 try later'
-		WHERE notification_id = $1 AND channel = 'EMAIL' AND status = 'PENDING'`, a["id"])
+	require.True(t, ok)
+	deliverytest.Place(t, e.pool, []string{emailID}, deliverytest.Spec{Status: herald.StatusSending, Attempts: 2})
+	ok, err = delivery.Record(ctx, e.pool, emailID, 2, time.Now(), delivery.Outcome{Status: herald.StatusPending,
+		AttemptClass: "TRANSIENT", Error: "smtp 451 try later", RetryIn: time.Hour})
 	require.NoError(t, err)
+	require.True(t, ok)
 
 	res := e.do(http.MethodGet, "/api/notifications/"+a["id"].(string), nil, nil)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
@@ -41,7 +55,9 @@ func TestGetNotificationStatus(t *testing.T) {
 	require.Equal(t, "PENDING", email["status"])
 	require.Equal(t, float64(2), email["attempts"])
 	require.Equal(t, "smtp 451 try later", email["lastError"])
-	require.Equal(t, "2029-12-31T23:00:00Z", email["nextAttemptAt"])
+	next, err := time.Parse(time.RFC3339Nano, email["nextAttemptAt"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Hour), next, time.Minute, "the retry's next attempt")
 	require.Nil(t, email["sentAt"])
 
 	require.Equal(t, "SMS", sms["channel"])
@@ -49,5 +65,5 @@ func TestGetNotificationStatus(t *testing.T) {
 	require.Equal(t, float64(1), sms["attempts"])
 	require.Nil(t, sms["nextAttemptAt"], "a final delivery has no next attempt")
 	require.NotNil(t, sms["sentAt"])
-	require.Equal(t, a["deliveries"].([]any)[1].(map[string]any)["id"], sms["id"])
+	require.Equal(t, smsID, sms["id"])
 }

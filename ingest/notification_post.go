@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 // acceptedJSON is the 202 answer of POST /api/notifications. It is stored in
@@ -32,28 +32,6 @@ type acceptedDelivery struct {
 	Channel herald.Channel `json:"channel"`
 	Status  herald.Status  `json:"status"`
 }
-
-// insertNotification writes the notification and its delivery rows in one statement. The
-// delivery insert reads the notification insert's RETURNING, so when the Idempotency-Key is
-// already taken (ON CONFLICT DO NOTHING: a concurrent request with the same key waits here
-// for the other transaction and then inserts nothing) no delivery row is written either,
-// and the count is 0. next_attempt_at is $17 for deliveries due later (sendAt, quiet hours:
-// the sweeper publishes them when it passes); NULL means now(), the database clock, which
-// equals the row's updated_at, so the relay publishes it at once.
-const insertNotification = `
-WITH n AS (
-    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
-                              category, payload, recipient, priority, traceparent, send_at,
-                              expires_at, response)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-    ON CONFLICT (client_id, idempotency_key) DO NOTHING
-    RETURNING id, priority, expires_at, traceparent
-), d AS (
-    INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent, next_attempt_at)
-    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent, coalesce($17::timestamptz, now())
-    FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
-)
-SELECT count(*) FROM n`
 
 const selectByIdempotencyKey = `
 SELECT request_hash, response FROM notification WHERE client_id = $1 AND idempotency_key = $2`
@@ -181,15 +159,16 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}
 	next := firstAttempt(ac.now, in.SendAt, in.Priority, loc, ac.quietHours())
 
-	res, args, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
+	res, note, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
 	if err != nil {
 		return accepted{}, err
 	}
-	inserted, err := insertAndCommit(ctx, conn, insertNotification, append(args, next))
+	note.NextAttemptAt = next
+	inserted, err := insertAndCommit(ctx, conn, note)
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
-	if inserted == 0 {
+	if !inserted {
 		// A concurrent request with the same key committed first (the insert waited for it);
 		// its answer is ours. This transaction wrote nothing.
 		span.AddEvent("idempotency conflict")
@@ -205,46 +184,43 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	return res, nil
 }
 
-// newNotificationRows builds the answer and the first 16 arguments of insertNotification. The
-// answer is encoded once: the same bytes are stored in notification.response and sent as the
-// 202 body. Ids go to pgx as pgtype.UUID, which it encodes in binary without parsing text.
+// newNotificationRows builds the answer and the rows to insert (delivery.Insert). The answer
+// is encoded once: the same bytes are stored in notification.response and sent as the 202
+// body.
 func newNotificationRows(clientID, key string, hash []byte, category, traceparent string, in *notificationInput,
-	deliver []herald.Channel, suppressed []suppressedJSON) (accepted, []any, error) {
+	deliver []herald.Channel, suppressed []suppressedJSON) (accepted, delivery.Notification, error) {
 	nid, err := uuid.NewV7()
 	if err != nil {
-		return accepted{}, nil, fmt.Errorf("new notification id: %w", err)
+		return accepted{}, delivery.Notification{}, fmt.Errorf("new notification id: %w", err)
 	}
 	resp := &acceptedJSON{ID: nid.String(), Deliveries: make([]acceptedDelivery, 0, len(deliver)), Suppressed: suppressed}
-	ids := make([]pgtype.UUID, len(deliver))
+	rows := make([]delivery.New, len(deliver))
 	for i, c := range deliver {
 		did, err := uuid.NewV7()
 		if err != nil {
-			return accepted{}, nil, fmt.Errorf("new delivery id: %w", err)
+			return accepted{}, delivery.Notification{}, fmt.Errorf("new delivery id: %w", err)
 		}
-		ids[i] = pgtype.UUID{Bytes: did, Valid: true}
+		rows[i] = delivery.New{ID: did, Channel: c}
 		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{ID: did.String(), Channel: c, Status: herald.StatusPending})
 	}
 	res, err := answer(resp, false)
 	if err != nil {
-		return accepted{}, nil, err
+		return accepted{}, delivery.Notification{}, err
 	}
-	var recipient, tp any
+	var recipient []byte
 	if in.To != nil {
 		b, err := json.Marshal(in.To)
 		if err != nil {
-			return accepted{}, nil, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
+			return accepted{}, delivery.Notification{}, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
 		}
 		recipient = b
 	}
-	if traceparent != "" {
-		tp = traceparent
-	}
-	args := []any{
-		pgtype.UUID{Bytes: nid, Valid: true}, clientID, key, hash, in.UserID, in.Template,
-		category, []byte(in.Payload), recipient, string(in.Priority), tp, in.SendAt,
-		in.ExpiresAt, res.body, ids, channelStrings(deliver),
-	}
-	return res, args, nil
+	return res, delivery.Notification{
+		ID: nid, ClientID: clientID, IdempotencyKey: key, RequestHash: hash, UserID: in.UserID,
+		Template: in.Template, Category: category, Payload: []byte(in.Payload), Recipient: recipient,
+		Priority: in.Priority, Traceparent: traceparent, SendAt: in.SendAt, ExpiresAt: in.ExpiresAt,
+		Response: res.body, Deliveries: rows,
+	}, nil
 }
 
 // replay returns the stored answer when the request hash matches the stored one, and

@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders"
 )
@@ -136,25 +137,15 @@ func (s *stack) insertBacklog(b *testing.B, n int) {
 	s.insertBacklogAs(b, n, herald.PriorityLow)
 }
 
-// insertBacklogAs is insertBacklog with another priority.
+// insertBacklogAs is insertBacklog with another priority: each transaction inserts one
+// delivery through the real insert and clones it (deliverytest.Backlog).
 func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
 	b.Helper()
-	ctx := context.Background()
 	var clientID string
-	must(b, s.pool.QueryRow(ctx, `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
-	for from := 1; from <= n; from += 10000 {
-		to := min(from+9999, n)
-		_, err := s.pool.Exec(ctx, `
-			WITH n AS (
-				INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
-					category, recipient, priority, response)
-				SELECT gen_random_uuid(), $1, 'campaign-' || g, '\x00', g, 'bench', 'bench',
-					'{"phone":"+15550000000"}', $4, '{}'
-				FROM generate_series($2::int, $3::int) g
-				RETURNING id)
-			INSERT INTO delivery (id, notification_id, channel, priority)
-			SELECT gen_random_uuid(), id, 'SMS', $4 FROM n`, clientID, from, to, string(prio))
-		must(b, err)
+	must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	for from := 0; from < n; from += 10000 {
+		deliverytest.Backlog(b, s.pool, min(10000, n-from), deliverytest.Spec{ClientID: clientID, UserID: 1,
+			Template: "bench", Category: "bench", Recipient: `{"phone":"+15550000000"}`, Channel: herald.ChannelSMS, Priority: prio})
 	}
 }
 

@@ -23,7 +23,7 @@ func (t *topicConfig) register(f *envFlags) {
 	for _, p := range herald.Priorities {
 		lp := strings.ToLower(string(p))
 		t.Names[p], t.Partitions[p] = new(string), new(int)
-		f.String(t.Names[p], "topic-"+lp, cdc.DefaultTopics[p], "Kafka topic of "+string(p)+" deliveries")
+		f.String(t.Names[p], "topic-"+lp, herald.DefaultTopic(p), "Kafka topic of "+string(p)+" deliveries")
 		f.Int(t.Partitions[p], "partitions-"+lp, int(cdc.DefaultPartitions[p]), "partitions the "+string(p)+" topic is created with")
 	}
 }
@@ -89,6 +89,7 @@ func (d *dispatchFlags) register(f *envFlags) {
 	f.Duration(&d.retry.Base, "retry-base", dispatch.DefaultRetryPolicy.Base, "first retry delay's upper bound (full jitter)")
 	f.Duration(&d.retry.Max, "retry-max", dispatch.DefaultRetryPolicy.Max, "largest retry delay")
 	f.Int(&d.retry.MaxAttempts, "retry-max-attempts", dispatch.DefaultRetryPolicy.MaxAttempts, "attempts before a delivery ends FAILED")
+	f.Duration(&d.retry.MaxRetryAfter, "retry-after-max", dispatch.DefaultRetryPolicy.MaxRetryAfter, "longest retry delay a provider's Retry-After may ask for")
 }
 
 func (d *dispatchFlags) config(t topicConfig, brokers []string, shutdown time.Duration) (dispatch.Config, error) {

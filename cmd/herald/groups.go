@@ -26,7 +26,7 @@ func (g *groupFlags) register(f *envFlags) {
 	for _, p := range herald.Priorities {
 		lp := strings.ToLower(string(p))
 		g.groups[p] = new(string)
-		f.String(g.groups[p], "dispatch-group-"+lp, dispatch.DefaultLanes[p].Group, "Kafka consumer group of the "+string(p)+" dispatch lane")
+		f.String(g.groups[p], "dispatch-group-"+lp, herald.DefaultConsumerGroup(p), "Kafka consumer group of the "+string(p)+" dispatch lane")
 	}
 	f.Duration(&g.sessionTimeout, "kafka-session-timeout", 45*time.Second, "how long Kafka waits for a silent dispatch process before reassigning its partitions")
 	f.String(&g.redisPrefix, "redis-prefix", "herald:", "prefix of every Redis key dispatch writes")

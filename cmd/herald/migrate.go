@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/migrate"
 )
 
 // commonConfig is what every subcommand that touches the database needs.
@@ -55,7 +55,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	res, err := herald.Migrate(ctx, pool)
+	res, err := migrate.Up(ctx, pool)
 	if err != nil {
 		return err
 	}

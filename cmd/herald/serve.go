@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/migrate"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -120,7 +120,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	if res, err := herald.Migrate(ctx, pool); err != nil {
+	if res, err := migrate.Up(ctx, pool); err != nil {
 		return err
 	} else if len(res) > 0 {
 		log.Info("migrations applied", zap.Int("count", len(res)))

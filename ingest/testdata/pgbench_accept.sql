@@ -4,7 +4,8 @@
 -- own round trip; herald pipelines them into two.
 --
 -- bench/ingest/run.sh does all of the following in one run, against herald serve over HTTP
--- (see docs/benchmarks.md). By hand:
+-- (see docs/benchmarks.md). The insert is internal/delivery's insertSQL with literals: keep
+-- the two alike. By hand:
 --
 -- Setup, on the local stack (database ingest_pgbench, migrated, one client, template, 1000 users):
 --   P="psql -h 127.0.0.1 -p 55432 -U postgres -v ON_ERROR_STOP=1 -q"

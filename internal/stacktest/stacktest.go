@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/migrate"
 )
 
 // Environment variables set by `make test` (see `deploy/local/stack.sh env`).
@@ -81,7 +81,7 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("open %s: %v", db, err)
 	}
 	defer pool.Close()
-	if _, err := herald.Migrate(ctx, pool); err != nil {
+	if _, err := migrate.Up(ctx, pool); err != nil {
 		t.Fatalf("migrate %s: %v", db, err)
 	}
 	return dsn

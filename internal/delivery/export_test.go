@@ -1,0 +1,4 @@
+package delivery
+
+// DueSQLForTest lets the tests EXPLAIN the sweeper's query.
+const DueSQLForTest = dueSQL

@@ -1,0 +1,109 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/heraldhq/herald"
+)
+
+// Notification is an accepted notification and the deliveries it gets: one per channel that
+// routing left.
+type Notification struct {
+	ID             uuid.UUID
+	ClientID       string // api_client.id
+	IdempotencyKey string
+	RequestHash    []byte
+	UserID         int64
+	Template       string
+	Category       string
+	Payload        []byte // JSON object; nil: {}
+	Recipient      []byte // JSON, the inline recipient override; nil: none
+	Priority       herald.Priority
+	Traceparent    string // "": none
+	SendAt         *time.Time
+	ExpiresAt      *time.Time
+	Response       []byte // the 202 answer, replayed for a repeated Idempotency-Key
+	Deliveries     []New
+	// NextAttemptAt is when the deliveries are first due (sendAt, quiet hours); nil: now().
+	NextAttemptAt *time.Time
+}
+
+// New is a delivery row to create.
+type New struct {
+	ID      uuid.UUID
+	Channel herald.Channel
+}
+
+// insertSQL writes a notification and its delivery rows, PENDING, in one statement. The
+// delivery insert reads the notification insert's RETURNING, so when the Idempotency-Key is
+// already taken (ON CONFLICT DO NOTHING: a concurrent request with the same key waits here
+// for the other transaction and then inserts nothing) no delivery row is written either, and
+// the count is 0: the "condition" of this transition is that the key is free.
+//
+// next_attempt_at is $17 for deliveries due later (sendAt, quiet hours: the sweeper publishes
+// them when it passes); NULL means now(), the database clock, which equals the row's
+// updated_at, so the relay publishes the row as soon as the transaction commits. Ids arrive
+// as binary uuids (pgtype.UUID), which pgx encodes without parsing text.
+const insertSQL = `
+WITH n AS (
+    INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
+                              category, payload, recipient, priority, traceparent, send_at,
+                              expires_at, response)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::jsonb, '{}'), $9, $10, $11, $12, $13, $14)
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING id, priority, expires_at, traceparent
+), d AS (
+    INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent, next_attempt_at)
+    SELECT u.id, n.id, u.channel, n.priority, n.expires_at, n.traceparent, coalesce($17::timestamptz, now())
+    FROM n CROSS JOIN unnest($15::uuid[], $16::text[]) AS u (id, channel)
+)
+SELECT count(*) FROM n`
+
+// QueueInsert queues insertSQL for n on b; when the batch has run, *inserted says whether
+// the notification was written (false: its Idempotency-Key was taken, nothing was written).
+// It lets a caller send the insert and its COMMIT in one round trip (ingest does); Insert
+// runs it on its own.
+func QueueInsert(b *pgx.Batch, n Notification, inserted *bool) {
+	ids := make([]pgtype.UUID, len(n.Deliveries))
+	channels := make([]string, len(n.Deliveries))
+	for i, d := range n.Deliveries {
+		ids[i], channels[i] = pgtype.UUID{Bytes: d.ID, Valid: true}, string(d.Channel)
+	}
+	var recipient, payload any
+	if n.Recipient != nil {
+		recipient = n.Recipient
+	}
+	if n.Payload != nil {
+		payload = n.Payload
+	}
+	b.Queue(insertSQL,
+		pgtype.UUID{Bytes: n.ID, Valid: true}, n.ClientID, n.IdempotencyKey, n.RequestHash, n.UserID, n.Template,
+		n.Category, payload, recipient, string(n.Priority), nullable(n.Traceparent), n.SendAt,
+		n.ExpiresAt, n.Response, ids, channels, n.NextAttemptAt,
+	).QueryRow(func(row pgx.Row) error {
+		var count int
+		if err := row.Scan(&count); err != nil {
+			return fmt.Errorf("insert notification %s: %w", n.ID, err)
+		}
+		*inserted = count == 1
+		return nil
+	})
+}
+
+// Insert writes n and its deliveries (insertSQL). It returns false when the Idempotency-Key
+// was taken and nothing was written.
+func Insert(ctx context.Context, db DB, n Notification) (bool, error) {
+	b := &pgx.Batch{}
+	var inserted bool
+	QueueInsert(b, n, &inserted)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
+	}
+	return inserted, nil
+}

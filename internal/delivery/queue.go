@@ -1,0 +1,73 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Version is one written version of a delivery row, as the relay saw it in the WAL or read it
+// from the table: enough to tell it from every later version.
+type Version struct {
+	ID            string
+	Attempts      int
+	NextAttemptAt time.Time
+	UpdatedAt     time.Time
+}
+
+// markQueuedSQL moves published rows from PENDING to QUEUED, each only if it is still the
+// version that was published: same status, attempts, next_attempt_at and updated_at (the
+// trigger sets updated_at on every write, and next_attempt_at tells apart two writes in one
+// transaction). A worker that claimed the row first, or any later write, makes the row not
+// match, and the row is left alone — the relay never overwrites a newer state.
+//
+// next_attempt_at <= now() is implied by the equalities (the published version was due), and
+// is spelled out because dispatch relies on it: a row a worker deferred into the future never
+// turns QUEUED.
+//
+// One statement marks a whole batch: the versions travel as parallel arrays through unnest.
+// Ids travel as text and are cast, so that the parameter encodes the same in every pgx mode.
+const markQueuedSQL = `
+UPDATE delivery AS d
+   SET status = 'QUEUED'
+  FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[])
+       AS v(id, attempts, next_attempt_at, updated_at)
+ WHERE d.id = v.id::uuid
+   AND d.status = 'PENDING'
+   AND d.attempts = v.attempts
+   AND d.next_attempt_at = v.next_attempt_at
+   AND d.updated_at = v.updated_at
+   AND d.next_attempt_at <= now()
+RETURNING d.id::text`
+
+// MarkQueued marks the published versions QUEUED (markQueuedSQL) and returns the ids it
+// changed. A version that no longer matches is left alone and missing from the result.
+func MarkQueued(ctx context.Context, db DB, vs []Version) (map[string]struct{}, error) {
+	if len(vs) == 0 {
+		return map[string]struct{}{}, nil
+	}
+	ids := make([]string, len(vs))
+	attempts := make([]int32, len(vs))
+	next := make([]time.Time, len(vs))
+	updated := make([]time.Time, len(vs))
+	for i, v := range vs {
+		ids[i], attempts[i], next[i], updated[i] = v.ID, int32(v.Attempts), v.NextAttemptAt, v.UpdatedAt
+	}
+	changed := make(map[string]struct{}, len(vs))
+	rows, err := db.Query(ctx, markQueuedSQL, ids, attempts, next, updated)
+	if err != nil {
+		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(vs), vs[0].ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(vs), vs[0].ID, err)
+		}
+		changed[id] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(vs), vs[0].ID, err)
+	}
+	return changed, nil
+}
