@@ -217,7 +217,7 @@ func TestScaleOutThreeDispatchersSendEachOnce(t *testing.T) {
 	s := newScaleOut(t)
 	start := time.Now()
 	ids := s.insertDeliveries(t, scaleDeliveries)
-	c := s.waitAllFinal(t, len(ids), 150*time.Second)
+	c := s.waitAllFinal(t, len(ids), 240*time.Second)
 	took := time.Since(start)
 	require.Equal(t, map[string]int{"SENT": len(ids)}, c)
 
@@ -263,7 +263,7 @@ func TestScaleOutDispatcherKilled(t *testing.T) {
 	// Kafka hands the dead member's partitions to the survivors once its session times out
 	// (--kafka-session-timeout 6s).
 	s.waitGroup(t, scaleDispatchers-1)
-	c := s.waitAllFinal(t, len(ids), 150*time.Second)
+	c := s.waitAllFinal(t, len(ids), 240*time.Second)
 	took := time.Since(start)
 
 	rows, err := s.pool.Query(context.Background(), `SELECT id::text, status, coalesce(last_error, '') FROM delivery`)
