@@ -17,7 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -143,33 +145,20 @@ func (s *scaleOut) waitGroup(t *testing.T, members int) {
 	})
 }
 
-// insertDeliveries writes n NORMAL SMS notifications, one delivery each, straight into the
-// database in transactions of 1,000, as a campaign's expansion does, and returns the
+// insertDeliveries writes n NORMAL SMS notifications, one delivery each, through the real
+// insert transition in transactions of 1,000, as a campaign's expansion does, and returns the
 // delivery ids. The relay streams them from the WAL like any accepted notification.
 func (s *scaleOut) insertDeliveries(t *testing.T, n int) []string {
 	t.Helper()
-	ids := make([]string, 0, n)
-	for from := 1; from <= n; from += 1000 {
-		rows, err := s.pool.Query(context.Background(), `
-			WITH n AS (
-				INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
-					category, payload, recipient, priority, response)
-				SELECT gen_random_uuid(), $1, 'scale-' || g, '\x00', 1, 'scale', 'scale',
-					'{"code": "123456"}', '{"phone": "+15550100000"}', 'NORMAL', '{}'
-				FROM generate_series($2::int, $3::int) g
-				RETURNING id)
-			INSERT INTO delivery (id, notification_id, channel, priority)
-			SELECT gen_random_uuid(), id, 'SMS', 'NORMAL' FROM n
-			RETURNING id::text`, s.clientID, from, min(from+999, n))
-		require.NoError(t, err)
-		for rows.Next() {
-			var id string
-			require.NoError(t, rows.Scan(&id))
-			ids = append(ids, id)
-		}
-		require.NoError(t, rows.Err())
+	spec := deliverytest.Spec{
+		ClientID: s.clientID, Template: "scale", Category: "scale",
+		Payload: `{"code": "123456"}`, Recipient: `{"phone": "+15550100000"}`,
+		Channel: herald.ChannelSMS, Priority: herald.PriorityNormal,
 	}
-	require.Len(t, ids, n)
+	ids := make([]string, 0, n)
+	for len(ids) < n {
+		ids = append(ids, deliverytest.Insert(t, s.pool, min(1000, n-len(ids)), spec)...)
+	}
 	return ids
 }
 
