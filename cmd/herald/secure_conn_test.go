@@ -67,8 +67,8 @@ func listBrokers(t *testing.T, c serveConfig) error {
 	return err
 }
 
-// TestSecureKafka starts one private broker with a SASL_SSL listener (SCRAM-SHA-256/512,
-// client certificates required) and a private Redis with TLS and an ACL user, shared by
+// TestSecureKafka starts one private broker with a SASL_SSL listener (SCRAM-SHA-256/512 and
+// PLAIN, client certificates required) and a private Redis with TLS and an ACL user, shared by
 // the subtests.
 func TestSecureKafka(t *testing.T) {
 	t.Parallel()
@@ -110,6 +110,13 @@ func TestSecureKafka(t *testing.T) {
 		c := serveFlags(t, "--kafka-brokers", k.SecureAddr, "--kafka-tls-ca-file", k.TLS.CAFile,
 			"--kafka-tls-cert-file", k.TLS.ClientCertFile, "--kafka-tls-key-file", k.TLS.ClientKeyFile,
 			"--kafka-sasl-mechanism", "scram-sha-256", "--kafka-sasl-username", k.User, "--kafka-sasl-password", k.Password)
+		require.NoError(t, listBrokers(t, c))
+	})
+
+	t.Run("PLAIN", func(t *testing.T) {
+		c := serveFlags(t, "--kafka-brokers", k.SecureAddr, "--kafka-tls-ca-file", k.TLS.CAFile,
+			"--kafka-tls-cert-file", k.TLS.ClientCertFile, "--kafka-tls-key-file", k.TLS.ClientKeyFile,
+			"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", k.User, "--kafka-sasl-password", k.Password)
 		require.NoError(t, listBrokers(t, c))
 	})
 

@@ -71,13 +71,13 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("--roles: unknown role %q (want %v)", r, allRoles)
 		}
 	}
+	if err := c.validateConns(); err != nil {
+		return err
+	}
 	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
 	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
 	// worker call the provider while the first call is still running. Relay and dispatch may
 	// run in different processes, so every process checks the pair it is configured with.
-	if err := c.validateConns(); err != nil {
-		return err
-	}
 	dc, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, c.ShutdownTimeout)
 	if err != nil {
 		return err

@@ -123,17 +123,20 @@ EOF
 
 # kafka_write_secure_conf: the SASL_SSL listener of a private broker: TLS with PEM files
 # (Kafka reads a key and its chain from one PEM file), SCRAM users created at format time,
-# and client certificates required when a CA file is given.
+# the same user for PLAIN, and client certificates required when a CA file is given.
 kafka_write_secure_conf() {
 	[ -n "$TLS_CERT_FILE" ] && [ -n "$TLS_KEY_FILE" ] ||
 		die "kafka: HERALD_KAFKA_SECURE_PORT needs HERALD_STACK_TLS_CERT_FILE and HERALD_STACK_TLS_KEY_FILE"
 	[ -n "$STACK_USER" ] && [ -n "$STACK_PASSWORD" ] ||
 		die "kafka: HERALD_KAFKA_SECURE_PORT needs HERALD_STACK_USER and HERALD_STACK_PASSWORD"
 	(umask 077 && cat "$TLS_KEY_FILE" "$TLS_CERT_FILE" >"$KAFKA_DIR/keystore.pem")
+	chmod 600 "$KAFKA_CONF" # it holds the PLAIN password
 	cat >>"$KAFKA_CONF" <<EOF
 
-# The secured listener (HERALD_KAFKA_SECURE_PORT): TLS + SCRAM.
-sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+# The secured listener (HERALD_KAFKA_SECURE_PORT): TLS + SCRAM (users in the metadata log)
+# or PLAIN (the one user below).
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$STACK_USER="$STACK_PASSWORD";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.ssl.keystore.type=PEM

@@ -15,7 +15,7 @@
 // service would:
 //
 //	k := privatestack.Start(t, privatestack.Kafka, privatestack.Secured())
-//	// k.SecureAddr: SASL_SSL (SCRAM-SHA-256/512 as k.User, k.Password; CA k.TLS.CAFile)
+//	// k.SecureAddr: SASL_SSL (SCRAM-SHA-256/512 or PLAIN as k.User, k.Password; CA k.TLS.CAFile)
 package privatestack
 
 import (
@@ -72,7 +72,7 @@ type Option func(*Instance)
 
 // Secured makes the instance require TLS, with a CA and certificates made for it (see
 // TLSFiles), and a user name and password:
-//   - Kafka: a second listener, SASL_SSL with SCRAM-SHA-256 and SCRAM-SHA-512, that requires a
+//   - Kafka: a second listener, SASL_SSL with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, that requires a
 //     client certificate; Addr stays PLAINTEXT (the readiness probe, inter-broker traffic).
 //   - Redis: a TLS port that requires a client certificate; an ACL user on both ports (the
 //     default user is off).
