@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -112,6 +113,33 @@ func (f *envFlags) secret(p *string, name, usage string) {
 		*p = s
 		return nil
 	})
+}
+
+// connString registers a connection string flag (a PostgreSQL URL): like String, but -h
+// shows its default (which may come from the variable) with the password masked.
+func (f *envFlags) connString(p *string, name, def, usage string) {
+	if v, ok := f.env(name); ok {
+		def = v
+	}
+	*p = def
+	f.Func(name, f.usage(name, usage)+fmt.Sprintf(" (default %q)", redactConnString(def)), func(s string) error {
+		*p = s
+		return nil
+	})
+}
+
+// redactConnString masks the password of a URL (user info or a password parameter); a
+// keyword/value string ("host=... password=...") is not shown at all.
+func redactConnString(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return "(set, not shown)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // Parse parses args and reports the first bad environment variable.

@@ -18,7 +18,7 @@ type commonConfig struct {
 }
 
 func (c *commonConfig) register(f *envFlags) {
-	f.String(&c.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:55432/herald?sslmode=disable", "PostgreSQL URL")
+	f.connString(&c.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:55432/herald?sslmode=disable", "PostgreSQL URL (TLS: sslmode=verify-full&sslrootcert=FILE, see docs/configuration.md)")
 	f.Int(&c.MaxConns, "database-max-conns", 32, "most PostgreSQL connections in the pool")
 	f.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.String(&c.LogFormat, "log-format", "json", "log format: json or console")

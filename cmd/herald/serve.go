@@ -31,7 +31,9 @@ type serveConfig struct {
 	Roles           []string
 	HTTPAddr        string
 	KafkaBrokers    []string
+	Kafka           kafkaConn
 	RedisAddr       string
+	Redis           redisConn
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
 	TemplatesDir    string
@@ -47,7 +49,9 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Strings(&c.Roles, "roles", allRoles, "roles this process runs: ingest, relay, dispatch")
 	f.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API, /healthz, /readyz and /metrics")
 	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
+	c.Kafka.register(f)
 	f.String(&c.RedisAddr, "redis-addr", "127.0.0.1:56379", "Redis address")
+	c.Redis.register(f)
 	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take to finish in-flight work")
 	f.String(&c.TemplatesDir, "templates-dir", "", "directory of NAME.json templates (the body of PUT /api/templates/NAME) stored at start-up")
 	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
@@ -66,6 +70,9 @@ func (c *serveConfig) validate() error {
 		if !slices.Contains(allRoles, r) {
 			return fmt.Errorf("--roles: unknown role %q (want %v)", r, allRoles)
 		}
+	}
+	if err := c.validateConns(); err != nil {
+		return err
 	}
 	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
 	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
@@ -170,6 +177,7 @@ func runServe(ctx context.Context, args []string) error {
 	for _, run := range runs {
 		g.Go(func() error { return run(ctx) })
 	}
+	log.Info("connections", c.connFields()...)
 	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr), zap.String("version", version))
 	err = g.Wait()
 	log.Info("herald stopped")
@@ -216,7 +224,12 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 	if err != nil {
 		return nil, nil, err
 	}
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaBrokers...), kgo.ProducerLinger(0))
+	kopts, err := c.Kafka.options(c.KafkaBrokers)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	kcl, err := kgo.NewClient(append(kopts, kgo.ProducerLinger(0))...)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
@@ -238,12 +251,19 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 		return nil, nil, err
 	}
 	c.Groups.applyDispatch(&cfg)
+	if err := c.Kafka.applyDispatch(&cfg); err != nil {
+		return nil, nil, err
+	}
+	ropts, err := c.Redis.options(c.RedisAddr)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg.Renderer = templateRenderer{}
 	snd, closeSenders, err := c.Senders.build(log)
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
+	rdb := redis.NewClient(ropts)
 	d, err := dispatch.New(cfg, pool, rdb, snd, log)
 	if err != nil {
 		rdb.Close()

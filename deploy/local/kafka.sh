@@ -76,16 +76,24 @@ kafka_ready_bin() {
 }
 
 kafka_write_conf() {
+	local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT"
+	local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+	local protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+	if [ -n "$KAFKA_SECURE_PORT" ]; then
+		listeners+=",SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
+		advertised+=",SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
+		protocols+=",SASL_SSL:SASL_SSL"
+	fi
 	cat >"$KAFKA_CONF" <<EOF
 # Written by deploy/local/stack.sh on every start; edit the script, not this file.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$KAFKA_DATA
 
 # One node: every internal topic has one replica and accepts writes with it.
@@ -110,15 +118,51 @@ log.retention.hours=24
 num.network.threads=2
 num.io.threads=4
 EOF
+	[ -z "$KAFKA_SECURE_PORT" ] || kafka_write_secure_conf
+}
+
+# kafka_write_secure_conf: the SASL_SSL listener of a private broker: TLS with PEM files
+# (Kafka reads a key and its chain from one PEM file), SCRAM users created at format time,
+# the same user for PLAIN, and client certificates required when a CA file is given.
+kafka_write_secure_conf() {
+	[ -n "$TLS_CERT_FILE" ] && [ -n "$TLS_KEY_FILE" ] ||
+		die "kafka: HERALD_KAFKA_SECURE_PORT needs HERALD_STACK_TLS_CERT_FILE and HERALD_STACK_TLS_KEY_FILE"
+	[ -n "$STACK_USER" ] && [ -n "$STACK_PASSWORD" ] ||
+		die "kafka: HERALD_KAFKA_SECURE_PORT needs HERALD_STACK_USER and HERALD_STACK_PASSWORD"
+	(umask 077 && cat "$TLS_KEY_FILE" "$TLS_CERT_FILE" >"$KAFKA_DIR/keystore.pem")
+	chmod 600 "$KAFKA_CONF" # it holds the PLAIN password
+	cat >>"$KAFKA_CONF" <<EOF
+
+# The secured listener (HERALD_KAFKA_SECURE_PORT): TLS + SCRAM (users in the metadata log)
+# or PLAIN (the one user below).
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$STACK_USER="$STACK_PASSWORD";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_DIR/keystore.pem
+EOF
+	if [ -n "$TLS_CA_FILE" ]; then
+		cat >>"$KAFKA_CONF" <<EOF
+listener.name.sasl_ssl.ssl.truststore.type=PEM
+listener.name.sasl_ssl.ssl.truststore.location=$TLS_CA_FILE
+listener.name.sasl_ssl.ssl.client.auth=required
+EOF
+	fi
 }
 
 kafka_format() {
 	[ -f "$KAFKA_DATA/meta.properties" ] && return 0
 	say "formatting Kafka storage in $KAFKA_DATA (cluster id $KAFKA_CLUSTER_ID)"
 	mkdir -p "$KAFKA_DATA"
+	local scram=()
+	if [ -n "$KAFKA_SECURE_PORT" ]; then
+		scram=(--add-scram "SCRAM-SHA-256=[name=$STACK_USER,password=$STACK_PASSWORD]"
+			--add-scram "SCRAM-SHA-512=[name=$STACK_USER,password=$STACK_PASSWORD]")
+	fi
 	java -Dlog4j2.configurationFile="$HERE/kafka/log4j2.properties" -cp "$KAFKA_LIBS/*" \
 		kafka.tools.StorageTool format -t "$KAFKA_CLUSTER_ID" -c "$KAFKA_CONF" --ignore-formatted \
-		>"$KAFKA_DIR/format.log" 2>&1 9>&- || fail kafka "$KAFKA_DIR/format.log" "storage format failed"
+		"${scram[@]}" >"$KAFKA_DIR/format.log" 2>&1 9>&- || fail kafka "$KAFKA_DIR/format.log" "storage format failed"
 }
 
 kafka_start() {

@@ -87,12 +87,26 @@ postgres_up() {
 	opts+=" -c max_slot_wal_keep_size=4GB -c max_connections=300"
 	opts+=" -c shared_buffers=256MB -c max_wal_size=2GB"
 	opts+=" -c log_line_prefix='%m [%p] '"
+	opts+="$(postgres_tls_opts)"
 	if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 90 -o "$opts" start >/dev/null 2>&1 9>&-; then
 		fail postgres "$PG_LOG" "did not start"
 	fi
 	postgres_ready || fail postgres "$PG_LOG" "started but not answering on 127.0.0.1:$PG_PORT"
 	postgres_create_db
 	say "postgres ready on 127.0.0.1:$PG_PORT"
+}
+
+# postgres_tls_opts: ssl=on with HERALD_STACK_TLS_CERT_FILE and _KEY_FILE (a private stack of
+# a test), copied next to the cluster because PostgreSQL wants its key owned by the cluster's
+# user and readable by no one else. Empty for the shared stack.
+postgres_tls_opts() {
+	[ -n "$TLS_CERT_FILE" ] || return 0
+	[ -n "$TLS_KEY_FILE" ] || die "postgres: HERALD_STACK_TLS_CERT_FILE needs HERALD_STACK_TLS_KEY_FILE"
+	local owner=()
+	[ "$(id -u)" -ne 0 ] || owner=(-o postgres -g postgres)
+	install -m 600 "${owner[@]}" "$TLS_CERT_FILE" "$PG_DIR/server.crt"
+	install -m 600 "${owner[@]}" "$TLS_KEY_FILE" "$PG_DIR/server.key"
+	echo " -c ssl=on -c ssl_cert_file='$PG_DIR/server.crt' -c ssl_key_file='$PG_DIR/server.key'"
 }
 
 postgres_psql() {

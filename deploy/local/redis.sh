@@ -18,7 +18,31 @@ redis_describe() {
 }
 
 redis_ping() {
+	if [ -n "$STACK_USER" ]; then
+		[ "$(REDISCLI_AUTH="$STACK_PASSWORD" redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user "$STACK_USER" ping 2>/dev/null)" = "PONG" ]
+		return
+	fi
 	[ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = "PONG" ]
+}
+
+# redis_secure_args: the options of a private Redis with HERALD_STACK_USER (an ACL user with
+# every right; the default user is off) and HERALD_REDIS_TLS_PORT (TLS with the PEM files,
+# client certificates required when a CA file is given). Empty for the shared stack.
+redis_secure_args() {
+	if [ -n "$STACK_USER" ]; then
+		(umask 077 && printf 'user default off\nuser %s on >%s ~* &* +@all\n' "$STACK_USER" "$STACK_PASSWORD" >"$REDIS_DIR/users.acl")
+		printf '%s\n' --aclfile "$REDIS_DIR/users.acl"
+	fi
+	if [ -n "$REDIS_TLS_PORT" ]; then
+		[ -n "$TLS_CERT_FILE" ] && [ -n "$TLS_KEY_FILE" ] ||
+			die "redis: HERALD_REDIS_TLS_PORT needs HERALD_STACK_TLS_CERT_FILE and HERALD_STACK_TLS_KEY_FILE"
+		printf '%s\n' --tls-port "$REDIS_TLS_PORT" --tls-cert-file "$TLS_CERT_FILE" --tls-key-file "$TLS_KEY_FILE"
+		if [ -n "$TLS_CA_FILE" ]; then
+			printf '%s\n' --tls-ca-cert-file "$TLS_CA_FILE" --tls-auth-clients yes
+		else
+			printf '%s\n' --tls-auth-clients no
+		fi
+	fi
 }
 
 # redis_ready: a PING answered with PONG within 30 s.
@@ -46,10 +70,12 @@ redis_up() {
 	mkdir -p "$REDIS_DIR"
 	rm -f "$REDIS_PID"
 	[ -f "$REDIS_LOG" ] && mv -f "$REDIS_LOG" "$REDIS_LOG.1"
-	say "starting redis on 127.0.0.1:$REDIS_PORT"
+	say "starting redis on 127.0.0.1:$REDIS_PORT${REDIS_TLS_PORT:+ (TLS on :$REDIS_TLS_PORT)}"
+	local secure
+	mapfile -t secure < <(redis_secure_args)
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
 		--daemonize yes --dir "$REDIS_DIR" --pidfile "$REDIS_PID" --logfile "$REDIS_LOG" \
-		>"$REDIS_DIR/start.log" 2>&1 9>&- || fail redis "$REDIS_DIR/start.log" "redis-server did not start"
+		"${secure[@]}" >"$REDIS_DIR/start.log" 2>&1 9>&- || fail redis "$REDIS_DIR/start.log" "redis-server did not start"
 	redis_ready || fail redis "$REDIS_LOG" "did not answer PING on 127.0.0.1:$REDIS_PORT"
 	local i
 	for ((i = 0; i < 50; i++)); do

@@ -10,11 +10,18 @@
 //
 // The instance is stopped and its folder removed when the test ends. A private Kafka costs a
 // few seconds to start and HeapKafka of memory; keep such tests few.
+//
+// With the option Secured the instance also requires TLS and a password, as a production
+// service would:
+//
+//	k := privatestack.Start(t, privatestack.Kafka, privatestack.Secured())
+//	// k.SecureAddr: SASL_SSL (SCRAM-SHA-256/512 or PLAIN as k.User, k.Password; CA k.TLS.CAFile)
 package privatestack
 
 import (
+	"crypto/rand"
 	"fmt"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -48,7 +55,31 @@ type Instance struct {
 	// Addr is host:port of the service (the broker listener for Kafka).
 	Addr string
 
-	env []string
+	// Set by Secured: SecureAddr is the host:port that requires TLS (Kafka: SASL_SSL; Redis:
+	// the TLS port; PostgreSQL: Addr, with ssl=on); TLS the CA and certificates; User and
+	// Password the one account (Kafka SCRAM, Redis ACL; PostgreSQL keeps trust authentication).
+	SecureAddr string
+	TLS        TLSFiles
+	User       string
+	Password   string
+
+	secured bool
+	env     []string
+}
+
+// Option changes the instance Start makes.
+type Option func(*Instance)
+
+// Secured makes the instance require TLS, with a CA and certificates made for it (see
+// TLSFiles), and a user name and password:
+//   - Kafka: a second listener, SASL_SSL with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, that requires a
+//     client certificate; Addr stays PLAINTEXT (the readiness probe, inter-broker traffic).
+//   - Redis: a TLS port that requires a client certificate; an ACL user on both ports (the
+//     default user is off).
+//   - PostgreSQL: ssl=on with the server certificate (clients may still connect without TLS;
+//     sslmode decides).
+func Secured() Option {
+	return func(in *Instance) { in.secured = true }
 }
 
 // URL is the PostgreSQL admin URL of a Postgres instance (database postgres, user postgres).
@@ -57,33 +88,50 @@ func (in *Instance) URL() string {
 }
 
 // Start starts a private instance of s and registers its teardown with t.Cleanup.
-func Start(t testing.TB, s Service) *Instance {
+func Start(t testing.TB, s Service, opts ...Option) *Instance {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "herald-stack-")
 	if err != nil {
 		t.Fatalf("privatestack: temp dir: %v", err)
 	}
 	in := &Instance{Service: s, Dir: dir}
+	for _, o := range opts {
+		o(in)
+	}
 	in.env = append(os.Environ(), "HERALD_STACK_DIR="+dir)
 	switch s {
 	case Kafka:
-		ports := freePorts(t, 2)
+		ports := freePorts(t, 3)
 		in.env = append(in.env,
 			"HERALD_KAFKA_PORT="+strconv.Itoa(ports[0]),
 			"HERALD_KAFKA_CONTROLLER_PORT="+strconv.Itoa(ports[1]),
 			"HERALD_KAFKA_HEAP="+HeapKafka,
 			"HERALD_STOP_TIMEOUT=30")
 		in.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+		if in.secured {
+			in.env = append(in.env, "HERALD_KAFKA_SECURE_PORT="+strconv.Itoa(ports[2]))
+			in.SecureAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+		}
 	case Redis:
-		port := freePorts(t, 1)[0]
-		in.env = append(in.env, "HERALD_REDIS_PORT="+strconv.Itoa(port))
-		in.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		ports := freePorts(t, 2)
+		in.env = append(in.env, "HERALD_REDIS_PORT="+strconv.Itoa(ports[0]))
+		in.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+		if in.secured {
+			in.env = append(in.env, "HERALD_REDIS_TLS_PORT="+strconv.Itoa(ports[1]))
+			in.SecureAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+		}
 	case Postgres:
 		port := freePorts(t, 1)[0]
 		in.env = append(in.env, "HERALD_PG_PORT="+strconv.Itoa(port))
 		in.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		if in.secured {
+			in.SecureAddr = in.Addr
+		}
 	default:
 		t.Fatalf("privatestack: unknown service %q", s)
+	}
+	if in.secured {
+		in.secure(t)
 	}
 	t.Cleanup(func() {
 		if out, err := in.run("down", string(s)); err != nil {
@@ -94,6 +142,26 @@ func Start(t testing.TB, s Service) *Instance {
 	})
 	in.Up(t)
 	return in
+}
+
+// secure makes the instance's certificates and account and hands them to stack.sh.
+func (in *Instance) secure(t testing.TB) {
+	t.Helper()
+	tlsDir := filepath.Join(in.Dir, "tls")
+	if err := os.Mkdir(tlsDir, 0o700); err != nil {
+		t.Fatalf("privatestack: %v", err)
+	}
+	in.TLS = NewTLSFiles(t, tlsDir)
+	in.User, in.Password = "herald", rand.Text()
+	in.env = append(in.env,
+		"HERALD_STACK_TLS_CERT_FILE="+in.TLS.CertFile,
+		"HERALD_STACK_TLS_KEY_FILE="+in.TLS.KeyFile)
+	if in.Service != Postgres {
+		in.env = append(in.env,
+			"HERALD_STACK_TLS_CA_FILE="+in.TLS.CAFile,
+			"HERALD_STACK_USER="+in.User,
+			"HERALD_STACK_PASSWORD="+in.Password)
+	}
 }
 
 // Up starts the instance again after Down (a no-op when it runs) and waits until it is ready.
@@ -157,7 +225,7 @@ func freePorts(t testing.TB, n int) []int {
 		if tries > 1000 {
 			t.Fatalf("privatestack: no free port in [20000, 32000)")
 		}
-		p := 20000 + rand.IntN(12000)
+		p := 20000 + mrand.IntN(12000)
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
 			continue
