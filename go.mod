@@ -3,6 +3,7 @@ module github.com/heraldhq/herald
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
