@@ -48,6 +48,9 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 	if pool == nil || rdb == nil || log == nil {
 		return nil, fmt.Errorf("dispatch: pool, redis client and logger are required")
 	}
+	if err := checkFanOutLimits(cfg.RateLimits, senders); err != nil {
+		return nil, fmt.Errorf("dispatch config: %w", err)
+	}
 	m, err := newMetrics()
 	if err != nil {
 		return nil, fmt.Errorf("dispatch metrics: %w", err)

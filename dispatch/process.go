@@ -199,6 +199,9 @@ func (l *lane) noMoreAttempts(r *row) string {
 // send makes the provider call of a claimed attempt once the rate limiter admits it, and
 // records the outcome.
 func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Sender, att int, started time.Time) error {
+	if f, ok := sender.(FanOutSender); ok {
+		return l.sendEach(ctx, r, m, f, att, started) // one slot per provider call
+	}
 	d := l.d
 	provider := sender.Provider()
 	// The limiter is asked after the claim, right before the call, so that the time between

@@ -16,15 +16,21 @@ import (
 
 // rateScript is an exact sliding-log limiter over one sorted set per provider account:
 // every admitted call is a member scored with the Redis clock (µs). A call of a priority
-// whose threshold is T = floor(limit · share) is admitted iff fewer than T calls were
-// admitted in (now − window, now]. Since every threshold is at most the limit, no half-open
-// window of that length ever holds more than `limit` admissions of all priorities together:
-// if it held limit+1, the last of them would have seen `limit` before it and been refused.
-// LOW (T = 60 %) can never take the last 40 % of a window, which is what HIGH gets without
-// waiting. One EVALSHA per decision; TIME inside the script makes Redis the only clock.
+// with threshold T over a share window of k windows (see shareWindow) is admitted iff fewer
+// than T calls of all priorities were admitted in (now − k·window, now]. Normally k = 1 and
+// T = floor(limit · share). Since every threshold is at most the limit, no half-open window
+// ever holds more than `limit` admissions of all priorities together: if it held limit+1,
+// the last of them would have seen `limit` before it and been refused. LOW (T = 60 %) can
+// never take the last 40 % of a window, which is what HIGH gets without waiting. When
+// limit · share < 1 (a limit of 1/s: LOW's 0.6 calls), the share is kept over k windows
+// instead: T = 1 call, and only if no call at all went out in the last k windows, so a
+// saturating HIGH takes every slot while an idle provider still lets LOW through.
+// One EVALSHA per decision; TIME inside the script makes Redis the only clock.
 //
 // KEYS[1] the log, KEYS[2] the guard; ARGV[1] threshold, ARGV[2] window µs, ARGV[3] member,
-// ARGV[4..] ages in µs of calls this process admitted locally while Redis was unreachable.
+// ARGV[4] the priority's share window µs, ARGV[5] how long the log keeps calls (the longest
+// share window of any priority), µs; ARGV[6..] ages in µs of calls this process admitted
+// locally while Redis was unreachable.
 //
 // The guard holds the time until which nothing is admitted. It is created, one window
 // ahead, whenever it is missing: at first use, and after Redis restarted or lost its data,
@@ -36,6 +42,8 @@ var rateScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = tonumber(ARGV[2])
+local span = tonumber(ARGV[4])
+local keep = tonumber(ARGV[5])
 -- Scores go to Redis as exact integers: a plain Lua number would be cut to 14 digits.
 local function us(x) return string.format('%.0f', x) end
 local guard = redis.call('GET', KEYS[2])
@@ -43,21 +51,22 @@ if not guard then
   guard = now + window
   redis.call('SET', KEYS[2], us(guard))
 end
-for i = 4, #ARGV do
+for i = 6, #ARGV do
   redis.call('ZADD', KEYS[1], us(now - tonumber(ARGV[i])), ARGV[3] .. ':' .. i)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', us(now - window))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', us(now - keep))
 local wait = tonumber(guard) - now
 if wait > 0 then return {0, wait} end
 local limit = tonumber(ARGV[1])
-local n = redis.call('ZCARD', KEYS[1])
+local from = '(' .. us(now - span)
+local n = redis.call('ZCOUNT', KEYS[1], from, '+inf')
 if n < limit then
   redis.call('ZADD', KEYS[1], us(now), ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000)
+  redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
   return {1, 0}
 end
-local oldest = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
-return {0, tonumber(oldest[2]) + window - now + 1}
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 'LIMIT', n - limit, 1)
+return {0, tonumber(oldest[2]) + span - now + 1}
 `)
 
 // rateLimiter decides whether a provider call may start now. While Redis is unreachable it
@@ -101,6 +110,34 @@ func (l *rateLimiter) threshold(limit int, p herald.Priority, procs int) int {
 	return int(math.Floor(float64(limit) * l.shares[p] / float64(procs)))
 }
 
+// shareWindow returns the threshold of priority p and the number of windows it applies over.
+// With limit · share ≥ 1 that is floor(limit · share) calls per window. Below one call per
+// window (LOW's 0.6 of a 1/s limit) the share is kept over the fewest windows k in which it
+// makes a whole call: one call per k windows, counted against the calls of every priority,
+// so LOW and NORMAL never take a slot HIGH used in those k windows.
+func shareWindow(limit int, share float64) (threshold, windows int) {
+	x := float64(limit) * share
+	if x >= 1 {
+		return int(math.Floor(x)), 1
+	}
+	k := int(math.Ceil(1 / x))
+	for math.Floor(x*float64(k)) < 1 {
+		k++ // float rounding
+	}
+	return 1, k
+}
+
+// keepWindows is how many windows of calls the log of a provider must keep: the longest
+// share window of any priority.
+func (l *rateLimiter) keepWindows(limit int) int {
+	k := 1
+	for _, share := range l.shares {
+		_, w := shareWindow(limit, share)
+		k = max(k, w)
+	}
+	return k
+}
+
 // allow takes one call of priority p to provider from the budget, or says how long to wait.
 func (l *rateLimiter) allow(ctx context.Context, provider string, p herald.Priority) (decision, error) {
 	limit, ok := l.limits[provider]
@@ -118,8 +155,9 @@ func (l *rateLimiter) allow(ctx context.Context, provider string, p herald.Prior
 }
 
 func (l *rateLimiter) allowRedis(ctx context.Context, provider string, limit int, p herald.Priority, now time.Time) (decision, error) {
-	th := max(1, l.threshold(limit, p, 1))
-	args := []any{th, l.window.Microseconds(), l.member + ":" + strconv.FormatUint(l.seq.Add(1), 36)}
+	th, span := shareWindow(limit, l.shares[p])
+	args := []any{th, l.window.Microseconds(), l.member + ":" + strconv.FormatUint(l.seq.Add(1), 36),
+		int64(span) * l.window.Microseconds(), int64(l.keepWindows(limit)) * l.window.Microseconds()}
 	l.mu.Lock()
 	var last time.Time // the newest degraded-mode call sent along
 	for _, at := range l.local[provider] {

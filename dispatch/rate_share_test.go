@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/stacktest"
 )
 
 // 500 LOW deliveries drain against a 50/s provider limit while HIGH deliveries trickle in:
@@ -115,4 +116,47 @@ func TestRateLimitDeferralKeepsAttempts(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, d.lanes[herald.PriorityHigh].stats.deferred.Load(), int64(3))
 	require.LessOrEqual(t, maxInWindow(callTimes(s), time.Second, all), 1)
+}
+
+// With a limit of 1/s, LOW's share is 0.6 calls and NORMAL's 0.9: they may not take the only
+// slot of a window whenever it is free, or a waiting HIGH delivery loses to them. Their share
+// is kept over two windows instead: one call, only when no call at all went out in the last
+// two. A saturating HIGH so gets every slot, and an otherwise idle provider still serves LOW.
+func TestTinyLimitKeepsHighReserve(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := stacktest.Redis(t)
+	high := func(a admission) bool { return a.prio == herald.PriorityHigh }
+	notHigh := func(a admission) bool { return a.prio != herald.PriorityHigh }
+
+	l := newTestLimiter(t, rdb, prefix+"mixed:", 1, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	as := hammer(ctx, l, map[herald.Priority]int{herald.PriorityLow: 4, herald.PriorityNormal: 2, herald.PriorityHigh: 1}, nil)
+	require.LessOrEqual(t, maxInWindow(as, time.Second, all), 1, "the limit in every 1 s window")
+	nh := maxInWindow(as, 100*time.Hour, notHigh)
+	// The first slot after the limiter's start-up may go to anyone (nothing was sent before
+	// it); after that, HIGH always sent within the last two windows.
+	require.LessOrEqual(t, nh, 1, "LOW/NORMAL took HIGH's slots: %v", as)
+	require.GreaterOrEqual(t, maxInWindow(as, 100*time.Hour, high), 2, "HIGH got the slots")
+
+	l = newTestLimiter(t, rdb, prefix+"low:", 1, 4)
+	ctx, cancel = context.WithTimeout(context.Background(), 5500*time.Millisecond)
+	defer cancel()
+	as = hammer(ctx, l, map[herald.Priority]int{herald.PriorityLow: 4}, nil)
+	require.LessOrEqual(t, maxInWindow(as, 2*time.Second, all), 1, "LOW: one call per two windows")
+	require.GreaterOrEqual(t, len(as), 2, "LOW is not starved on an idle provider")
+}
+
+func TestShareWindow(t *testing.T) {
+	for _, tc := range []struct {
+		limit          int
+		share          float64
+		threshold, win int
+	}{
+		{50, 0.6, 30, 1}, {50, 1, 50, 1}, {2, 0.6, 1, 1}, {1, 1, 1, 1},
+		{1, 0.6, 1, 2}, {1, 0.9, 1, 2}, {1, 0.5, 1, 2}, {1, 0.3, 1, 4}, {1, 0.1, 1, 10}, {3, 0.2, 1, 2},
+	} {
+		th, w := shareWindow(tc.limit, tc.share)
+		require.Equal(t, [2]int{tc.threshold, tc.win}, [2]int{th, w}, "limit %d share %v", tc.limit, tc.share)
+	}
 }

@@ -121,14 +121,23 @@ func checkRecipient(fe *fieldErrors, field string, r *recipientJSON) {
 	checkPushTokens(fe, field+".pushTokens", r.PushTokens)
 }
 
+// Accepted sendAt and expiresAt lie in [earliestTimestamp, latestTimestamp). The upper bound
+// leaves a year of headroom below the largest time RFC 3339 can write (9999-12-31): the
+// times derived from these (the end of a quiet window, a retry's backoff, both within days)
+// must stay writable, or every GET of the notification would fail to encode it.
+var (
+	earliestTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestTimestamp   = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 // parseTimestamp parses an optional RFC 3339 time and returns it in UTC.
 func parseTimestamp(fe *fieldErrors, field string, s *string) *time.Time {
 	if s == nil {
 		return nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil || t.Year() < 2000 || t.Year() > 9999 {
-		fe.add(field, "must be an RFC 3339 timestamp (e.g. 2026-01-02T15:04:05Z) between the years 2000 and 9999")
+	if err != nil || t.Before(earliestTimestamp) || !t.Before(latestTimestamp) {
+		fe.add(field, "must be an RFC 3339 timestamp (e.g. 2026-01-02T15:04:05Z) from 2000-01-01T00:00:00Z up to, not including, 9999-01-01T00:00:00Z")
 		return nil
 	}
 	t = t.UTC().Truncate(time.Microsecond) // PostgreSQL's resolution

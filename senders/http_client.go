@@ -35,9 +35,12 @@ type HTTPConfig struct {
 	// CAFile, when set, names a PEM file of extra trusted roots (a private CA, the
 	// simulator's certificate), added to the system roots or to TLSConfig's.
 	CAFile string
-	// DialControl, when set, vets every address before the socket connects (see
-	// webhook's private-network guard).
+	// DialControl, when set, vets every address before the socket connects (see webhook's
+	// public-address guard). A client with a DialControl never uses a proxy: through a proxy
+	// the address dialled, and so vetted, would be the proxy's rather than the target's.
 	DialControl func(network, address string, c syscall.RawConn) error
+	// Resolver resolves host names for dials. Default: the system resolver.
+	Resolver *net.Resolver
 }
 
 func (c *HTTPConfig) setDefaults() {
@@ -55,16 +58,21 @@ func (c *HTTPConfig) setDefaults() {
 // NewHTTPClient returns a client with a pooled, HTTP/2-capable transport wrapped in otelhttp,
 // so every provider call is a client span named after provider ("push:fcm POST") carrying the
 // response code and propagating the trace. Redirects are not followed: a provider that
-// redirects a POST is misconfigured, and following would turn it into a GET.
+// redirects a POST is misconfigured, and following would turn it into a GET. The HTTP(S)_PROXY
+// environment is honoured unless cfg.DialControl is set.
 func NewHTTPClient(provider string, cfg HTTPConfig) (*http.Client, error) {
 	cfg.setDefaults()
-	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second, Control: cfg.DialControl}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second, Control: cfg.DialControl, Resolver: cfg.Resolver}
+	proxy := http.ProxyFromEnvironment
+	if cfg.DialControl != nil {
+		proxy = nil // HTTPS_PROXY would turn the guard's check into a check of the proxy
+	}
 	tlsConfig, err := TLSWithCAFile(cfg.TLSConfig, cfg.CAFile)
 	if err != nil {
 		return nil, err
 	}
 	base := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
+		Proxy:                 proxy,
 		DialContext:           dialer.DialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,4 +170,19 @@ func TestCloseIdleConnectionsReachesThePool(t *testing.T) {
 	require.Zero(t, closed.Load(), "the connection is pooled")
 	c.CloseIdleConnections()
 	require.Eventually(t, func() bool { return closed.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A client whose dials are vetted never takes a proxy from the environment: the vetted
+// address would be the proxy's. Other provider clients still honour HTTPS_PROXY.
+func TestGuardedClientUsesNoProxy(t *testing.T) {
+	guard := func(string, string, syscall.RawConn) error { return nil }
+	for _, tc := range []struct {
+		cfg       HTTPConfig
+		wantProxy bool
+	}{{HTTPConfig{}, true}, {HTTPConfig{DialControl: guard}, false}} {
+		c, err := NewHTTPClient("test", tc.cfg)
+		require.NoError(t, err)
+		base := c.Transport.(closer).base
+		require.Equal(t, tc.wantProxy, base.Proxy != nil)
+	}
 }

@@ -55,7 +55,7 @@ func (s *senderFlags) register(f *envFlags) {
 
 	f.secret(&s.Webhook.SigningSecret, "webhook-signing-secret", "HMAC-SHA256 key webhooks are signed with; enables WEBHOOK")
 	f.Bool(&s.Webhook.AllowHTTP, "webhook-allow-http", false, "allow plain http:// webhook URLs (development only)")
-	f.Bool(&s.Webhook.AllowPrivateNetworks, "webhook-allow-private-networks", false, "allow webhook URLs resolving to loopback or private addresses (development only)")
+	f.Bool(&s.Webhook.AllowLoopback, "webhook-allow-loopback", false, "allow webhook URLs resolving to 127.0.0.0/8 or ::1 (tests and local development only; every other non-public address stays blocked)")
 
 	f.String(&s.Twilio.AccountSID, "twilio-account-sid", "", "Twilio account SID (AC...); enables SMS")
 	f.String(&s.Twilio.Username, "twilio-api-key", "", "Twilio API key SID to authenticate with (default: the account SID)")

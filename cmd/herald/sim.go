@@ -108,18 +108,18 @@ func runSim(ctx context.Context, args []string) error {
 func simServeEnv(s *sim.Sim, c simConfig) map[string]string {
 	base := "http://" + s.Addr()
 	env := map[string]string{
-		"HERALD_SENDERS":                        sendersProviders,
-		"HERALD_SIM_URL":                        base,
-		"HERALD_SIM_WEBHOOK_URL":                base + "/webhook/",
-		"HERALD_WEBHOOK_SIGNING_SECRET":         c.webhookSecret,
-		"HERALD_WEBHOOK_ALLOW_HTTP":             "true",
-		"HERALD_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
-		"HERALD_TWILIO_BASE_URL":                base,
-		"HERALD_TWILIO_ACCOUNT_SID":             simTwilioSID,
-		"HERALD_TWILIO_AUTH_TOKEN":              simTwilioToken,
-		"HERALD_TWILIO_FROM":                    simTwilioFrom,
-		"HERALD_FCM_CREDENTIALS_FILE":           filepath.Join(c.dir, sim.FCMCredentialsFile),
-		"HERALD_FCM_BASE_URL":                   base,
+		"HERALD_SENDERS":                sendersProviders,
+		"HERALD_SIM_URL":                base,
+		"HERALD_SIM_WEBHOOK_URL":        base + "/webhook/",
+		"HERALD_WEBHOOK_SIGNING_SECRET": c.webhookSecret,
+		"HERALD_WEBHOOK_ALLOW_HTTP":     "true",
+		"HERALD_WEBHOOK_ALLOW_LOOPBACK": "true",
+		"HERALD_TWILIO_BASE_URL":        base,
+		"HERALD_TWILIO_ACCOUNT_SID":     simTwilioSID,
+		"HERALD_TWILIO_AUTH_TOKEN":      simTwilioToken,
+		"HERALD_TWILIO_FROM":            simTwilioFrom,
+		"HERALD_FCM_CREDENTIALS_FILE":   filepath.Join(c.dir, sim.FCMCredentialsFile),
+		"HERALD_FCM_BASE_URL":           base,
 	}
 	if s.SMTPAddr() != "" {
 		env["HERALD_SMTP_ADDR"] = s.SMTPAddr()

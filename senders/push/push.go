@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,10 +78,30 @@ type outcome struct {
 	err error
 }
 
+// Accounts returns the provider accounts of the platform senders, one per platform: each
+// device call is rate-limited under its platform's account (see SendEach).
+func (s *Sender) Accounts() []string {
+	var out []string
+	for _, ps := range s.platforms {
+		if !slices.Contains(out, ps.Provider()) {
+			out = append(out, ps.Provider())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Send delivers m to every token in m.To.PushTokens. It returns success if any device
 // accepted; otherwise the most hopeful failure: Ambiguous over Transient over Permanent.
 // Result.InvalidTokens is set in both cases.
 func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, error) {
+	return s.SendEach(ctx, m, nil)
+}
+
+// SendEach is Send with admit, when not nil, called right before each device's provider
+// call with its platform sender's account (dispatch's rate limiter: one slot per call). A
+// device whose admit fails is not sent to and has admit's error as its outcome.
+func (s *Sender) SendEach(ctx context.Context, m *senders.Message, admit func(ctx context.Context, account string) error) (senders.Result, error) {
 	res := senders.Result{Provider: s.cfg.Provider}
 	tokens := m.To.PushTokens
 	if len(tokens) == 0 {
@@ -105,6 +126,12 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if admit != nil {
+				if err := admit(ctx, ps.Provider()); err != nil {
+					outcomes[i].err = err
+					return
+				}
+			}
 			r, err := ps.Send(ctx, &one)
 			outcomes[i] = outcome{r, err}
 		}()

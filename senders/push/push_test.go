@@ -155,3 +155,46 @@ func TestFanOut(t *testing.T) {
 		})
 	}
 }
+
+// SendEach asks admit once per device, right before its call, with the device's platform
+// account; a device admit refuses is not sent to and fails with admit's error.
+func TestSendEachAdmitsEveryCall(t *testing.T) {
+	fcm := &stub{name: "push:fcm", per: map[string]error{"a": nil, "b": nil, "refused": nil}}
+	apns := &stub{name: "push:apns", per: map[string]error{"c": nil}}
+	s, err := New(Config{}, map[string]PlatformSender{"FCM": fcm, "APNS": apns}, zap.NewNop())
+	require.NoError(t, err)
+	require.Equal(t, []string{"push:apns", "push:fcm"}, s.Accounts())
+
+	var mu sync.Mutex
+	asked := map[string]int{}
+	refuse := 1 // the first FCM device asked is refused
+	admit := func(_ context.Context, account string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[account]++
+		if account == "push:fcm" && refuse > 0 {
+			refuse--
+			return senders.TransientError("rate_limited", time.Second, errors.New("no capacity"))
+		}
+		return nil
+	}
+	res, err := s.SendEach(context.Background(), message(
+		senders.PushToken{Token: "a", Platform: "FCM"}, senders.PushToken{Token: "b", Platform: "FCM"},
+		senders.PushToken{Token: "refused", Platform: "FCM"}, senders.PushToken{Token: "c", Platform: "APNS"},
+		senders.PushToken{Token: "w", Platform: "WEBPUSH"}), admit)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"push:fcm": 3, "push:apns": 1}, asked, "one admission per provider call")
+	require.Equal(t, "3/5", res.Code)
+	require.Len(t, fcm.Keys(), 2, "the refused device was not sent to")
+	require.Len(t, apns.Keys(), 1)
+
+	// Every device refused: the most hopeful failure is the refusal.
+	_, err = s.SendEach(context.Background(), message(senders.PushToken{Token: "a", Platform: "FCM"}),
+		func(context.Context, string) error {
+			return senders.TransientError("rate_limited", 2*time.Second, errors.New("no capacity"))
+		})
+	class, se := senders.Classify(err)
+	require.Equal(t, senders.Transient, class)
+	require.Equal(t, "rate_limited", se.Code)
+	require.Empty(t, fcm.Keys()[2:], "nothing sent")
+}

@@ -110,7 +110,7 @@ func newSender(t testing.TB, s *Sim, provider string, log *zap.Logger, timeout t
 	)
 	switch provider {
 	case Webhook:
-		snd, err = webhook.New(webhook.Config{SigningSecret: "sim-secret", AllowHTTP: true, AllowPrivateNetworks: true, Timeout: timeout}, log)
+		snd, err = webhook.New(webhook.Config{SigningSecret: "sim-secret", AllowHTTP: true, AllowLoopback: true, Timeout: timeout}, log)
 	case Twilio:
 		snd, err = twilio.New(twilio.Config{AccountSID: "ACsim", Password: "x", From: "+15005550001", BaseURL: base, Timeout: timeout}, log)
 	case FCM:
@@ -152,6 +152,9 @@ func TestSendersAgainstSimulator(t *testing.T) {
 				}
 				if p == SMTP {
 					tg.RetryAfter = 0
+				}
+				if p == Twilio { // a Twilio 5xx may hide a queued message
+					tg.Classes = map[sendertest.Outcome]senders.Class{sendertest.Unavailable: senders.Ambiguous}
 				}
 				return tg
 			})

@@ -32,15 +32,17 @@ var permanentCodes = map[int]string{
 	21635: "'To' number cannot be reached by this sender",
 }
 
-// transientCodes are Twilio errors where a later attempt may succeed.
+// transientCodes are Twilio errors where a later attempt may succeed and the message was
+// certainly not taken.
 var transientCodes = map[int]string{
 	20003: "authentication failed", // operator error: retrying gives time to fix the credentials
 	20429: "too many requests",
-	20500: "internal server error",
-	20503: "service unavailable",
 }
 
-// classify turns a non-2xx Twilio response into a classified error.
+// classify turns a non-2xx Twilio response into a classified error. A 5xx (Twilio's 20500,
+// 20503, a gateway's 502/504) is Ambiguous: the Messages API may have queued the message
+// before the error, and an SMS sent twice cannot be taken back, so whether to try again is
+// dispatch's per-priority policy (DESIGN §3, §6), not the sender's.
 func classify(status int, body []byte, retryAfter time.Duration) *senders.Error {
 	var ae apiError
 	_ = json.Unmarshal(body, &ae)
@@ -50,6 +52,11 @@ func classify(status int, body []byte, retryAfter time.Duration) *senders.Error 
 	}
 	if what, ok := permanentCodes[ae.Code]; ok {
 		return senders.PermanentError(code, fmt.Errorf("twilio error %d (http %d): %s", ae.Code, status, what))
+	}
+	if status >= 500 {
+		e := senders.AmbiguousError(code, fmt.Errorf("twilio error %s (http %d): the message may have been accepted", code, status))
+		e.RetryAfter = retryAfter
+		return e
 	}
 	if what, ok := transientCodes[ae.Code]; ok {
 		return senders.TransientError(code, retryAfter, fmt.Errorf("twilio error %d (http %d): %s", ae.Code, status, what))

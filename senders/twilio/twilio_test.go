@@ -80,6 +80,7 @@ func TestConformance(t *testing.T) {
 			RetryAfter: 3 * time.Second,
 			Codes: map[sendertest.Outcome]string{sendertest.Reject: "21211", sendertest.Unavailable: "20503",
 				sendertest.RateLimit: "20429"},
+			Classes: map[sendertest.Outcome]senders.Class{sendertest.Unavailable: senders.Ambiguous},
 		}
 	})
 }
@@ -104,8 +105,10 @@ func TestClassifyCodes(t *testing.T) {
 		{429, 20429, senders.Transient},
 		{429, 0, senders.Transient},
 		{401, 20003, senders.Transient},
-		{500, 20500, senders.Transient},
-		{502, 0, senders.Transient},
+		{500, 20500, senders.Ambiguous},
+		{503, 20503, senders.Ambiguous},
+		{502, 0, senders.Ambiguous},
+		{504, 0, senders.Ambiguous},
 		{400, 99999, senders.Permanent},
 		{404, 20404, senders.Permanent},
 	} {

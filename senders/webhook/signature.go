@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -71,26 +68,4 @@ func Verify(secret []byte, header string, body []byte, now time.Time, tolerance 
 		}
 	}
 	return ErrBadSignature
-}
-
-var errBlockedAddress = errors.New("webhook url resolves to a non-public address")
-
-// guardPublic is a net.Dialer Control that refuses loopback, private, link-local, multicast
-// and unspecified addresses. It runs after DNS resolution, on the address actually dialled,
-// so a DNS name pointing inside the network is caught too.
-func guardPublic(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return errBlockedAddress
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return errBlockedAddress
-	}
-	ip = ip.Unmap()
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() {
-		return errBlockedAddress
-	}
-	return nil
 }

@@ -35,10 +35,12 @@ type Config struct {
 	Timeout time.Duration
 	// AllowHTTP permits plain http:// URLs (local development, the simulator). Default false.
 	AllowHTTP bool
-	// AllowPrivateNetworks permits URLs that resolve to loopback, private, link-local or
-	// unspecified addresses. Default false: a webhook URL is user input and must not reach
-	// herald's own network.
-	AllowPrivateNetworks bool
+	// AllowLoopback permits URLs that resolve to 127.0.0.0/8 or ::1 (tests, the simulator,
+	// local development). Default false. Every other non-public address is refused whatever
+	// the setting (see publicOnly): a webhook URL is user input and must not reach herald's
+	// own network. There is no proxy setting: webhooks never go through a proxy, since the
+	// address check would then see the proxy's address instead of the receiver's.
+	AllowLoopback bool
 	// UserAgent is sent with every request. Default "herald-webhook/1".
 	UserAgent string
 	// Provider is the provider-account name used for rate limiting. Default "webhook".
@@ -83,9 +85,7 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.AllowPrivateNetworks {
-		cfg.HTTP.DialControl = guardPublic
-	}
+	cfg.HTTP.DialControl = publicOnly(cfg.AllowLoopback) // and so no proxy: see senders.HTTPConfig
 	client, err := senders.NewHTTPClient(cfg.Provider, cfg.HTTP)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)

@@ -42,7 +42,7 @@ func setup(t *testing.T, log *zap.Logger, timeout time.Duration) sendertest.Targ
 			}
 		},
 	})
-	s, err := New(Config{SigningSecret: secret, Timeout: timeout, AllowHTTP: true, AllowPrivateNetworks: true}, log)
+	s, err := New(Config{SigningSecret: secret, Timeout: timeout, AllowHTTP: true, AllowLoopback: true}, log)
 	require.NoError(t, err)
 	return sendertest.Target{
 		Sender: s, Fake: fake, Channel: herald.ChannelWebhook,
@@ -68,7 +68,7 @@ func TestStatusClassification(t *testing.T) {
 				w.WriteHeader(status)
 			},
 		})
-		s, err := New(Config{SigningSecret: secret, AllowHTTP: true, AllowPrivateNetworks: true}, zap.NewNop())
+		s, err := New(Config{SigningSecret: secret, AllowHTTP: true, AllowLoopback: true}, zap.NewNop())
 		require.NoError(t, err)
 		m := sendertest.NewMessage(sendertest.Target{WebhookURL: srv.Server.URL})
 		_, err = s.Send(context.Background(), m)
@@ -84,7 +84,7 @@ func TestRefusesUnsafeURLs(t *testing.T) {
 	})
 	strict, err := New(Config{SigningSecret: secret, AllowHTTP: true}, zap.NewNop())
 	require.NoError(t, err)
-	noHTTP, err := New(Config{SigningSecret: secret, AllowPrivateNetworks: true}, zap.NewNop())
+	noHTTP, err := New(Config{SigningSecret: secret, AllowLoopback: true}, zap.NewNop())
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		s    *Sender
