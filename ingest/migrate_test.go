@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-	"go.uber.org/zap"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -136,9 +136,26 @@ func TestMigrationKeepsOldKeys(t *testing.T) {
 		require.NotEqual(t, http.StatusUnauthorized, rec.Code, "%s %s: %s", rt.method, path, rec.Body)
 	}
 
-	// A new client must name its scopes: the column has no default.
-	_, err = pool.Exec(ctx, oldInsert, uuid.NewString(), "new", "hk_x", []byte("x"))
-	require.Error(t, err)
+	// An insert that names no scopes grants nothing, and still gets a secret of its own.
+	id2 := uuid.NewString()
+	_, err = pool.Exec(ctx, oldInsert, id2, "new", "hk_x", []byte("x"))
+	require.NoError(t, err)
+	clients, err = ListAPIClients(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, clients, 2)
+	require.Empty(t, clients[1].Scopes)
+	secrets2, err := NewWebhookSecrets(pool, -1).WebhookSecrets(ctx, id2)
+	require.NoError(t, err)
+	require.Len(t, secrets2, 1)
+	require.NotEqual(t, secrets[0], secrets2[0])
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, secrets2[0])
 	_, err = pool.Exec(ctx, `UPDATE api_client SET scopes = '{"users:wrte"}'`)
 	require.Error(t, err, "an unknown scope is refused by the database too")
+
+	// Unknown clients have no secret.
+	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+		s, err := NewWebhookSecrets(pool, 0).WebhookSecrets(ctx, id)
+		require.NoError(t, err)
+		require.Empty(t, s)
+	}
 }

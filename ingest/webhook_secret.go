@@ -120,8 +120,11 @@ func NewWebhookSecrets(pool *pgxpool.Pool, ttl time.Duration) *WebhookSecrets {
 }
 
 // WebhookSecrets returns the client's current secret, then its previous one while a rotation
-// window is open. An unknown client is ErrNotFound.
+// window is open. An unknown client has none: an empty list and no error.
 func (s *WebhookSecrets) WebhookSecrets(ctx context.Context, clientID string) ([]string, error) {
+	if _, err := uuid.Parse(clientID); err != nil {
+		return nil, nil // no client has this id
+	}
 	now := time.Now()
 	s.mu.Lock()
 	e, ok := s.entries[clientID]
@@ -133,7 +136,7 @@ func (s *WebhookSecrets) WebhookSecrets(ctx context.Context, clientID string) ([
 	var previous *string
 	err := s.pool.QueryRow(ctx, lookupWebhookSecrets, clientID).Scan(&current, &previous)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("webhook secrets of client %s: %w", clientID, ErrNotFound)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("webhook secrets of client %s: %w", clientID, err)

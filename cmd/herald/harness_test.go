@@ -217,10 +217,10 @@ func newStack(t *testing.T) *stack {
 
 var apiKeyLine = regexp.MustCompile(`(?m)^api key:\s+(hk_\S+)`)
 
-// apiKey creates an API client with `herald apikey create`.
+// apiKey creates an API client with every scope with `herald apikey create`.
 func (s *stack) apiKey(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(heraldBin, "apikey", "create", "--name", "e2e", "--database-url", s.dsn)
+	cmd := exec.Command(heraldBin, "apikey", "create", "--name", "e2e", "--scopes", "operator", "--database-url", s.dsn)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "herald apikey create: %s", out)
 	m := apiKeyLine.FindSubmatch(out)
