@@ -117,7 +117,7 @@ func (r *row) message(ctx context.Context, rd Renderer, attempt int) (*senders.M
 		return nil, fmt.Errorf("delivery %s: %w", r.ID, err)
 	}
 	return &senders.Message{
-		DeliveryID: r.ID, NotificationID: r.NotificationID, Channel: r.Channel, Priority: r.Priority,
+		DeliveryID: r.ID, NotificationID: r.NotificationID, ClientID: r.ClientID, Channel: r.Channel, Priority: r.Priority,
 		Attempt: attempt, Category: r.Category, Template: r.Template, Locale: locale,
 		Payload: r.Payload, To: to, Content: content,
 	}, nil

@@ -29,6 +29,7 @@ type row struct {
 	Due            bool // next_attempt_at <= now()
 	Expired        bool // expires_at <= now()
 	DBNow          time.Time
+	ClientID       string // the API client that created the notification
 	UserID         int64
 	Template       string
 	Category       string
@@ -56,7 +57,7 @@ SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
        now(),
-       n.user_id, n.template, n.category, n.payload, n.recipient,
+       n.client_id::text, n.user_id, n.template, n.category, n.payload, n.recipient,
        t.content,
        c.email, c.phone, c.webhook_url, c.locale, c.time_zone,
        p.quiet_start, p.quiet_end,
@@ -77,7 +78,7 @@ func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 	r := &row{ID: id, loadedAt: time.Now()}
 	err := pool.QueryRow(ctx, loadSQL, id).Scan(&r.NotificationID, &r.Channel, &r.Priority,
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.Due, &r.Expired, &r.DBNow,
-		&r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
+		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
 		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/senders/sendertest"
 	"github.com/heraldhq/herald/senders/webhook"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestBlockedWebhookFailsAfterOneAttempt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s, err := webhook.New(webhook.Config{SigningSecret: "whsec-test", Timeout: 2 * time.Second}, zap.NewNop())
+	s, err := webhook.New(webhook.Config{Timeout: 2 * time.Second}, sendertest.WebhookSecrets{e.clientID: {sendertest.WebhookSecret}}, zap.NewNop())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	cfg := e.config()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/http"
 	"strings"
 	"time"
 
@@ -28,29 +27,80 @@ const (
 	keyDisplayPrefix = len(keyPrefix) + 8
 )
 
-const insertAPIClient = `
-INSERT INTO api_client (id, name, key_prefix, key_hash) VALUES ($1, $2, $3, $4)`
+// NewAPIClient is what CreateAPIClient returns. Key and WebhookSecret are shown to the
+// operator once; herald keeps only the key's hash (the secret it needs to sign webhooks).
+type NewAPIClient struct {
+	ID            string
+	Key           string
+	WebhookSecret string
+	Scopes        []Scope
+}
 
-// CreateAPIClient registers an API client named name and returns its id and its key. The
-// key is shown only here: herald stores its hash.
-func CreateAPIClient(ctx context.Context, pool *pgxpool.Pool, name string) (clientID, key string, err error) {
+const insertAPIClient = `
+INSERT INTO api_client (id, name, key_prefix, key_hash, scopes, webhook_secret)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+// CreateAPIClient registers an API client named name with the given scopes and returns its
+// id, its key and its webhook signing secret.
+func CreateAPIClient(ctx context.Context, pool *pgxpool.Pool, name string, scopes []Scope) (NewAPIClient, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 || strings.ContainsRune(name, 0) {
-		return "", "", fmt.Errorf("create api client: name must be 1-200 characters")
+		return NewAPIClient{}, fmt.Errorf("create api client: name must be 1-200 characters")
+	}
+	scopes, err := ParseScopes(joinScopes(scopes))
+	if err != nil {
+		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return "", "", fmt.Errorf("create api client %q: %w", name, err)
+		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
 	}
-	key, err = newAPIKey()
+	key, err := newAPIKey()
 	if err != nil {
-		return "", "", fmt.Errorf("create api client %q: %w", name, err)
+		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
+	}
+	secret, err := NewWebhookSecret()
+	if err != nil {
+		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
 	}
 	h := sha256.Sum256([]byte(key))
-	if _, err := pool.Exec(ctx, insertAPIClient, id.String(), name, key[:keyDisplayPrefix], h[:]); err != nil {
-		return "", "", fmt.Errorf("create api client %q: %w", name, err)
+	if _, err := pool.Exec(ctx, insertAPIClient, id.String(), name, key[:keyDisplayPrefix], h[:],
+		scopeStrings(scopes), secret); err != nil {
+		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
 	}
-	return id.String(), key, nil
+	return NewAPIClient{ID: id.String(), Key: key, WebhookSecret: secret, Scopes: scopes}, nil
+}
+
+// APIClient is one row of ListAPIClients. It never holds the key or the webhook secret.
+type APIClient struct {
+	ID        string
+	Name      string
+	KeyPrefix string
+	Scopes    []Scope
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+const listAPIClients = `
+SELECT id::text, name, key_prefix, scopes, created_at, revoked_at FROM api_client ORDER BY created_at, id`
+
+// ListAPIClients returns every API client, revoked ones included, oldest first.
+func ListAPIClients(ctx context.Context, pool *pgxpool.Pool) ([]APIClient, error) {
+	rows, err := pool.Query(ctx, listAPIClients)
+	if err != nil {
+		return nil, fmt.Errorf("list api clients: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (APIClient, error) {
+		var c APIClient
+		var scopes []string
+		err := r.Scan(&c.ID, &c.Name, &c.KeyPrefix, &scopes, &c.CreatedAt, &c.RevokedAt)
+		c.Scopes = toScopes(scopes)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list api clients: %w", err)
+	}
+	return out, nil
 }
 
 const revokeAPIClient = `
@@ -91,57 +141,18 @@ func newAPIKey() (string, error) {
 	return keyPrefix + strings.Repeat("0", keyBodyLen-len(s)) + s, nil
 }
 
-const lookupAPIClient = `
-SELECT id::text FROM api_client WHERE key_hash = $1 AND revoked_at IS NULL`
-
-type clientIDKey struct{}
-
-// clientFrom returns the authenticated client id that authenticate put in the context.
-func clientFrom(ctx context.Context) string {
-	id, _ := ctx.Value(clientIDKey{}).(string)
-	return id
+func scopeStrings(scopes []Scope) []string {
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return out
 }
 
-// authenticate resolves "Authorization: Bearer <key>" to an API client and answers 401 when
-// the key is missing, unknown or revoked. The lookup is one index probe on the key's hash,
-// cached for Config.AuthCacheTTL.
-func (a *API) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok := bearerKey(r.Header.Get("Authorization"))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			writeProblem(w, newAPIError(http.StatusUnauthorized, codeUnauthorized, "a valid API key is required: Authorization: Bearer <key>"))
-			return
-		}
-		h := sha256.Sum256([]byte(key))
-		if id, ok := a.keys.get(h, time.Now()); ok {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientIDKey{}, id)))
-			return
-		}
-		var id string
-		err := a.pool.QueryRow(r.Context(), lookupAPIClient, h[:]).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-			writeProblem(w, newAPIError(http.StatusUnauthorized, codeUnauthorized, "the API key is unknown or revoked"))
-			return
-		}
-		if err != nil {
-			a.internalError(w, r, fmt.Errorf("look up api key: %w", err))
-			return
-		}
-		a.keys.put(h, id, time.Now())
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientIDKey{}, id)))
-	})
-}
-
-func bearerKey(h string) (string, bool) {
-	scheme, key, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+func toScopes(s []string) []Scope {
+	out := make([]Scope, len(s))
+	for i, v := range s {
+		out[i] = Scope(v)
 	}
-	key = strings.TrimSpace(key)
-	if !strings.HasPrefix(key, keyPrefix) || len(key) > 200 {
-		return "", false
-	}
-	return key, true
+	return out
 }

@@ -88,35 +88,41 @@ func TestAuthCache(t *testing.T) {
 	k1, k2, k3 := [32]byte{1}, [32]byte{2}, [32]byte{3}
 	_, ok := c.get(k1, now)
 	require.False(t, ok)
-	c.put(k1, "client-1", now)
-	id, ok := c.get(k1, now.Add(999*time.Millisecond))
+	c.put(k1, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, now)
+	p, ok := c.get(k1, now.Add(999*time.Millisecond))
 	require.True(t, ok)
-	require.Equal(t, "client-1", id)
+	require.Equal(t, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, p, "the cache carries the scopes")
 	_, ok = c.get(k1, now.Add(time.Second))
 	require.False(t, ok, "expired at the TTL")
-	c.put(k1, "client-1", now)
-	c.put(k2, "client-2", now)
-	c.put(k3, "client-3", now) // over the bound: the cache starts over
+	c.put(k1, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, now)
+	c.put(k2, principal{clientID: "client-2"}, now)
+	c.put(k3, principal{clientID: "client-3"}, now) // over the bound: the cache starts over
 	_, ok = c.get(k1, now)
 	require.False(t, ok)
 	_, ok = c.get(k3, now)
 	require.True(t, ok)
 
 	off := newAuthCache(-1, 2)
-	off.put(k1, "client-1", now)
+	off.put(k1, principal{clientID: "client-1"}, now)
 	_, ok = off.get(k1, now)
 	require.False(t, ok, "a negative TTL disables the cache")
 }
 
 func TestCreateAPIClientKeysDiffer(t *testing.T) {
 	e := newEnv(t)
-	_, k1, err := CreateAPIClient(context.Background(), e.pool, "a")
+	c1, err := CreateAPIClient(context.Background(), e.pool, "a", DefaultScopes())
 	require.NoError(t, err)
-	_, k2, err := CreateAPIClient(context.Background(), e.pool, "a")
+	c2, err := CreateAPIClient(context.Background(), e.pool, "a", DefaultScopes())
 	require.NoError(t, err)
-	require.NotEqual(t, k1, k2)
-	_, _, err = CreateAPIClient(context.Background(), e.pool, " ")
+	require.NotEqual(t, c1.Key, c2.Key)
+	require.NotEqual(t, c1.WebhookSecret, c2.WebhookSecret)
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, c1.WebhookSecret, "32 bytes, standard base64")
+	_, err = CreateAPIClient(context.Background(), e.pool, " ", DefaultScopes())
 	require.Error(t, err)
+	_, err = CreateAPIClient(context.Background(), e.pool, "none", nil)
+	require.Error(t, err, "a key needs at least one scope")
+	_, err = CreateAPIClient(context.Background(), e.pool, "typo", []Scope{"users:wrte"})
+	require.ErrorIs(t, err, ErrUnknownScope)
 }
 
 // TestNotificationsAreScopedToTheirClient: one client cannot read another's notification;
@@ -132,9 +138,9 @@ func TestNotificationsAreScopedToTheirClient(t *testing.T) {
 	own := e.do(http.MethodGet, "/api/notifications/"+id, nil, nil)
 	require.Equal(t, http.StatusOK, own.status, "%s", own.body)
 
-	_, other, err := CreateAPIClient(context.Background(), e.pool, "other")
+	other, err := CreateAPIClient(context.Background(), e.pool, "other", DefaultScopes())
 	require.NoError(t, err)
-	res = e.do(http.MethodGet, "/api/notifications/"+id, nil, map[string]string{"Authorization": "Bearer " + other})
+	res = e.do(http.MethodGet, "/api/notifications/"+id, nil, map[string]string{"Authorization": "Bearer " + other.Key})
 	requireProblem(t, res, http.StatusNotFound, codeNotFound)
 
 	for _, bad := range []string{uuid.NewString(), "not-a-uuid", "0"} {

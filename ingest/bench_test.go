@@ -37,8 +37,9 @@ func BenchmarkPostNotification(b *testing.B) {
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 	e := &env{t: b, pool: pool, srv: srv}
-	_, e.key, err = CreateAPIClient(ctx, pool, "bench")
+	c, err := CreateAPIClient(ctx, pool, "bench", AllScopes())
 	require.NoError(b, err)
+	e.key = c.Key
 	// Content with variables, so that every POST renders both channels as it does in production.
 	e.templateWith("otp", "security", map[string]any{
 		"SMS":   map[string]any{"default": map[string]any{"text": "Your code is {{.code}}"}},

@@ -53,8 +53,9 @@ func TestIdempotencyReplay(t *testing.T) {
 	require.Equal(t, 1, d)
 
 	// Keys are scoped per client: another client's "k1" is a new notification.
-	_, key2, err := CreateAPIClient(context.Background(), e.pool, "other")
+	c2, err := CreateAPIClient(context.Background(), e.pool, "other", DefaultScopes())
 	require.NoError(t, err)
+	key2 := c2.Key
 	res := e.do(http.MethodPost, "/api/notifications",
 		`{"userId":7,"template":"otp","channels":["SMS"]}`,
 		map[string]string{"Idempotency-Key": "k1", "Authorization": "Bearer " + key2})

@@ -65,8 +65,9 @@ func newEnvWith(t testing.TB, cfg Config, log *zap.Logger) *env {
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, srv: srv}
-	e.clientID, e.key, err = CreateAPIClient(context.Background(), pool, "test")
+	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())
 	require.NoError(t, err)
+	e.clientID, e.key = c.ID, c.Key
 	return e
 }
 

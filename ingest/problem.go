@@ -9,6 +9,7 @@ import (
 // on these, never on title or detail. Each is documented in docs/api.md.
 const (
 	codeUnauthorized         = "unauthorized"           // 401
+	codeInsufficientScope    = "insufficient_scope"     // 403
 	codeNotFound             = "not_found"              // 404
 	codeMethodNotAllowed     = "method_not_allowed"     // 405
 	codeBodyTooLarge         = "body_too_large"         // 413

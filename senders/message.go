@@ -17,8 +17,11 @@ type Message struct {
 	// key wherever the provider takes one (apns-id, Message-ID, webhook header, FCM data).
 	DeliveryID     string
 	NotificationID string
-	Channel        herald.Channel
-	Priority       herald.Priority
+	// ClientID is the API client that created the notification; the webhook sender signs
+	// with that client's secret.
+	ClientID string
+	Channel  herald.Channel
+	Priority herald.Priority
 	// Attempt is the 1-based number of this attempt.
 	Attempt  int
 	Category string

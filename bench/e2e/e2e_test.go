@@ -71,8 +71,9 @@ func startStack(b *testing.B, o options) *stack {
 	srv := httptest.NewServer(api.Handler())
 	b.Cleanup(srv.Close)
 	s.url = srv.URL
-	_, s.key, err = ingest.CreateAPIClient(ctx, s.pool, "bench")
+	client, err := ingest.CreateAPIClient(ctx, s.pool, "bench", []ingest.Scope{ingest.ScopeOperator})
 	must(b, err)
+	s.key = client.Key
 	_, err = s.pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('bench', 'bench', '{SMS}')`)
 	must(b, err)
 

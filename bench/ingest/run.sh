@@ -97,7 +97,7 @@ step "scratch database $DB"
 DB_CREATED=1 # before CREATE: the cleanup drops it IF EXISTS
 psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null
 "$TMP/herald" migrate --database-url "$DB_URL" --log-level warn >&2
-KEY=$("$TMP/herald" apikey create --name bench --database-url "$DB_URL" --log-level warn | sed -n 's/^api key: *//p')
+KEY=$("$TMP/herald" apikey create --name bench --scopes operator --database-url "$DB_URL" --log-level warn | sed -n 's/^api key: *//p')
 [[ -n $KEY ]] || { echo "run.sh: herald apikey create printed no key" >&2; exit 1; }
 # The fixture pgbench_accept.sql assumes: its client id, template otp, users 1..1000 with contacts.
 psql "$DB_URL" -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'

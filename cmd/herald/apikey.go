@@ -4,25 +4,76 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/heraldhq/herald/ingest"
 )
 
+const apikeyUsage = `usage:
+  herald apikey create --name NAME [--scopes notifications:send,notifications:read]
+  herald apikey list
+  herald apikey revoke ID
+  herald apikey rotate-webhook-secret ID [--previous-valid-for 24h]
+  herald apikey rotate-webhook-secret ID --expire-previous
+scopes: ` + "notifications:send notifications:read users:read users:write templates:write campaigns:write operator (every scope)"
+
+// runAPIKey manages API clients: their keys, scopes and webhook signing secrets. Keys and
+// secrets are printed once, by create and rotate-webhook-secret; list never shows them.
 func runAPIKey(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
-		return errors.New("usage: herald apikey create --name NAME | herald apikey revoke --id ID")
+	return apikey(ctx, args, os.Stdout)
+}
+
+func apikey(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(apikeyUsage)
 	}
+	cmd := args[0]
 	var c commonConfig
-	var name, id string
-	f := newFlags("apikey " + args[0])
+	var name, scopes, id string
+	var window time.Duration
+	var expirePrevious bool
+	f := newFlags("apikey " + cmd)
 	c.register(f)
-	if args[0] == "create" {
-		f.StringVar(&name, "name", "", "name of the API client")
-	} else {
-		f.StringVar(&id, "id", "", "id of the API client to revoke")
+	switch cmd {
+	case "create":
+		f.String(&name, "name", "", "name of the API client")
+		f.String(&scopes, "scopes", "notifications:send,notifications:read", "comma-separated scopes of the key (operator: every scope)")
+	case "list":
+	case "revoke":
+		f.String(&id, "id", "", "id of the API client to revoke (or give it as the argument)")
+	case "rotate-webhook-secret":
+		f.Duration(&window, "previous-valid-for", ingest.DefaultRotationWindow, "how long webhooks stay signed with the previous secret too")
+		f.Bool(&expirePrevious, "expire-previous", false, "end the current rotation window now instead: sign with the current secret only")
+	default:
+		return errors.New(apikeyUsage)
 	}
-	if err := f.Parse(args[1:]); err != nil {
+	pos, err := parseInterleaved(f, args[1:])
+	if err != nil {
 		return err
+	}
+	if id == "" && len(pos) > 0 {
+		id, pos = pos[0], pos[1:]
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("apikey %s: unexpected argument %q", cmd, pos[0])
+	}
+	var parsed []ingest.Scope
+	switch cmd {
+	case "create":
+		if name == "" {
+			return errors.New("apikey create: --name is required")
+		}
+		if parsed, err = ingest.ParseScopes(scopes); err != nil {
+			return fmt.Errorf("apikey create --scopes: %w", err)
+		}
+	case "revoke", "rotate-webhook-secret":
+		if id == "" {
+			return fmt.Errorf("apikey %s: the client id is required", cmd)
+		}
 	}
 	pool, err := openPool(ctx, c)
 	if err != nil {
@@ -30,23 +81,77 @@ func runAPIKey(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 
-	if args[0] == "revoke" {
-		if id == "" {
-			return errors.New("apikey revoke: --id is required")
+	switch cmd {
+	case "create":
+		nc, err := ingest.CreateAPIClient(ctx, pool, name, parsed)
+		if err != nil {
+			return err
 		}
+		fmt.Fprintf(out, "client id:      %s\napi key:        %s\nscopes:         %s\nwebhook secret: %s\n"+
+			"(the key and the webhook secret are shown once; herald stores the key's hash only)\n",
+			nc.ID, nc.Key, scopeList(nc.Scopes), nc.WebhookSecret)
+	case "list":
+		clients, err := ingest.ListAPIClients(ctx, pool)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSCOPES\tCREATED\tREVOKED")
+		for _, cl := range clients {
+			revoked := "-"
+			if cl.RevokedAt != nil {
+				revoked = cl.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cl.ID, cl.Name, cl.KeyPrefix, scopeList(cl.Scopes),
+				cl.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		}
+		return tw.Flush()
+	case "revoke":
 		if err := ingest.RevokeAPIClient(ctx, pool, id); err != nil {
 			return err
 		}
-		fmt.Printf("revoked API client %s\n", id)
-		return nil
+		fmt.Fprintf(out, "revoked API client %s\n", id)
+	case "rotate-webhook-secret":
+		if expirePrevious {
+			if err := ingest.ExpirePreviousWebhookSecret(ctx, pool, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "API client %s: webhooks are signed with the current secret only\n", id)
+			return nil
+		}
+		secret, err := ingest.RotateWebhookSecret(ctx, pool, id, window)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "webhook secret: %s\n(shown once; webhooks carry signatures with the new and the previous secret until %s)\n",
+			secret, time.Now().Add(window).UTC().Format(time.RFC3339))
 	}
-	if name == "" {
-		return errors.New("apikey create: --name is required")
-	}
-	clientID, key, err := ingest.CreateAPIClient(ctx, pool, name)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("client id: %s\napi key:   %s\n(the key is shown once; only its hash is stored)\n", clientID, key)
 	return nil
+}
+
+// parseInterleaved parses flags that may come after positional arguments ("revoke ID
+// --database-url U") and returns the positional ones.
+func parseInterleaved(f *envFlags, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			return nil, err
+		}
+		if f.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, f.Arg(0))
+		args = f.Args()[1:]
+	}
+}
+
+func scopeList(scopes []ingest.Scope) string {
+	if len(scopes) == 0 {
+		return "-"
+	}
+	s := make([]string, len(scopes))
+	for i, sc := range scopes {
+		s[i] = string(sc)
+	}
+	return strings.Join(s, ",")
 }

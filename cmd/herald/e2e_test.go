@@ -54,8 +54,11 @@ type e2e struct {
 
 func newE2E(t *testing.T, users int, simArgs ...string) *e2e {
 	t.Helper()
-	e := &e2e{st: newStack(t), sim: startSim(t, simArgs...), addr: freeAddr(t)}
-	e.key = e.st.apiKey(t)
+	e := &e2e{st: newStack(t), addr: freeAddr(t)}
+	// The simulator checks every webhook's signature with the secret of the test's client.
+	var secret string
+	e.key, secret = e.st.apiClient(t)
+	e.sim = startSim(t, append(simArgs, "--sim-webhook-secret", secret)...)
 	pool, err := pgxpool.New(context.Background(), e.st.dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -217,15 +217,23 @@ func newStack(t *testing.T) *stack {
 
 var apiKeyLine = regexp.MustCompile(`(?m)^api key:\s+(hk_\S+)`)
 
-// apiKey creates an API client with `herald apikey create`.
+// apiKey creates an API client with every scope with `herald apikey create`.
 func (s *stack) apiKey(t *testing.T) string {
+	key, _ := s.apiClient(t)
+	return key
+}
+
+// apiClient is apiKey that also returns the client's webhook signing secret.
+func (s *stack) apiClient(t *testing.T) (key, webhookSecret string) {
 	t.Helper()
-	cmd := exec.Command(heraldBin, "apikey", "create", "--name", "e2e", "--database-url", s.dsn)
+	cmd := exec.Command(heraldBin, "apikey", "create", "--name", "e2e", "--scopes", "operator", "--database-url", s.dsn)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "herald apikey create: %s", out)
 	m := apiKeyLine.FindSubmatch(out)
 	require.NotNil(t, m, "no api key in %q", out)
-	return string(m[1])
+	sec := secretLine.FindSubmatch(out)
+	require.NotNil(t, sec, "no webhook secret in %q", out)
+	return string(m[1]), string(sec[1])
 }
 
 // serve starts `herald serve` with the stack's flags, the simulator's environment and extra

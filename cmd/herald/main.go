@@ -2,8 +2,10 @@
 //
 //	herald serve [--roles ingest,relay,dispatch]   run the service
 //	herald migrate                                  apply database migrations
-//	herald apikey create --name NAME                create an API client and print its key
-//	herald apikey revoke --id ID                    revoke an API client
+//	herald apikey create --name NAME [--scopes S,S] create an API client, print its key and webhook secret
+//	herald apikey list                              list API clients (never their keys or secrets)
+//	herald apikey revoke ID                         revoke an API client
+//	herald apikey rotate-webhook-secret ID          new webhook signing secret; the previous one stays valid 24h
 //	herald sim                                      run the provider simulator
 //
 // Every flag has a HERALD_* environment variable; see docs/configuration.md.

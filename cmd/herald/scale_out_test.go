@@ -72,8 +72,9 @@ func newScaleOut(t *testing.T) *scaleOut {
 	s := &scaleOut{e2e: e, topic: flagValue(t, e.st.args, "--topic-normal"), group: flagValue(t, e.st.args, "--dispatch-group-normal")}
 	s.partitions, err = strconv.Atoi(flagValue(t, e.st.args, "--partitions-normal"))
 	require.NoError(t, err)
-	s.clientID, _, err = ingest.CreateAPIClient(ctx, pool, "scale")
+	c, err := ingest.CreateAPIClient(ctx, pool, "scale", ingest.AllScopes())
 	require.NoError(t, err)
+	s.clientID = c.ID
 	_, err = ingest.SeedTemplates(ctx, pool, fstest.MapFS{"scale.json": {Data: []byte(scaleTemplate)}})
 	require.NoError(t, err)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(t)...))

@@ -31,29 +31,32 @@ const (
 )
 
 // senderFlags maps flags onto the provider senders. With --senders providers, a channel gets
-// its sender when its provider is configured (webhook signing secret, Twilio account SID,
-// SMTP address, FCM key file or APNs key file); a channel without one ends its deliveries
-// FAILED (NO_SENDER), which is logged at start.
+// its sender when its provider is configured (--webhook-enabled, Twilio account SID, SMTP
+// address, FCM key file or APNs key file); a channel without one ends its deliveries FAILED
+// (NO_SENDER), which is logged at start. Webhooks are signed with the secret of the API
+// client that created the notification, read from the database: there is no installation-
+// wide webhook secret.
 type senderFlags struct {
 	Mode   string
 	CAFile string
 
-	Webhook   webhook.Config
-	Twilio    twilio.Config
-	SMTPAddr  string
-	SMTP      smtp.Config
-	FCMFile   string
-	FCM       fcm.Config
-	APNsFile  string
-	APNs      apns.Config
-	PushConns int
+	WebhookEnabled bool
+	Webhook        webhook.Config
+	Twilio         twilio.Config
+	SMTPAddr       string
+	SMTP           smtp.Config
+	FCMFile        string
+	FCM            fcm.Config
+	APNsFile       string
+	APNs           apns.Config
+	PushConns      int
 }
 
 func (s *senderFlags) register(f *envFlags) {
 	f.String(&s.Mode, "senders", sendersLog, "senders: log (log each delivery, call no provider) or providers (the providers configured by the flags below)")
 	f.String(&s.CAFile, "sender-ca-file", "", "PEM file of extra trusted roots for every provider connection (a private CA, the simulator's sim.pem)")
 
-	f.secret(&s.Webhook.SigningSecret, "webhook-signing-secret", "HMAC-SHA256 key webhooks are signed with; enables WEBHOOK")
+	f.Bool(&s.WebhookEnabled, "webhook-enabled", false, "enable WEBHOOK (each webhook is signed with its API client's secret, see herald apikey)")
 	f.Bool(&s.Webhook.AllowHTTP, "webhook-allow-http", false, "allow plain http:// webhook URLs (development only)")
 	f.Bool(&s.Webhook.AllowLoopback, "webhook-allow-loopback", false, "allow webhook URLs resolving to 127.0.0.0/8 or ::1 (tests and local development only; every other non-public address stays blocked)")
 
@@ -86,7 +89,8 @@ func (s *senderFlags) register(f *envFlags) {
 }
 
 // build returns the sender of every configured channel and a function that closes them.
-func (s *senderFlags) build(log *zap.Logger) (map[herald.Channel]dispatch.Sender, func(), error) {
+// secrets is where the webhook sender looks up each API client's signing secrets.
+func (s *senderFlags) build(log *zap.Logger, secrets webhook.Secrets) (map[herald.Channel]dispatch.Sender, func(), error) {
 	switch s.Mode {
 	case sendersLog:
 		log.Warn("senders: log mode, no provider is called (--senders providers to send)")
@@ -107,10 +111,10 @@ func (s *senderFlags) build(log *zap.Logger) (map[herald.Channel]dispatch.Sender
 		return nil, nil, err
 	}
 
-	if s.Webhook.SigningSecret != "" {
+	if s.WebhookEnabled {
 		cfg := s.Webhook
 		cfg.HTTP.CAFile = s.CAFile
-		w, err := webhook.New(cfg, log)
+		w, err := webhook.New(cfg, secrets, log)
 		if err != nil {
 			return fail(err)
 		}
@@ -188,7 +192,7 @@ func (s *senderFlags) logChannels(log *zap.Logger, out map[herald.Channel]dispat
 		herald.ChannelPush:    "--fcm-credentials-file or --apns-key-file",
 		herald.ChannelEmail:   "--smtp-addr",
 		herald.ChannelSMS:     "--twilio-account-sid",
-		herald.ChannelWebhook: "--webhook-signing-secret",
+		herald.ChannelWebhook: "--webhook-enabled",
 	}
 	for _, ch := range herald.Channels {
 		if snd, ok := out[ch]; ok {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/senders/sendertest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -44,7 +45,7 @@ func TestSimEnvBuildsEverySender(t *testing.T) {
 	clearHeraldEnv(t)
 	dir := t.TempDir()
 	c := simConfig{cfg: sim.Config{Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", SMTPAddr: "127.0.0.1:0",
-		CertFile: dir + "/sim.pem"}, dir: dir, webhookSecret: "whsec_test"}
+		CertFile: dir + "/sim.pem", WebhookSecret: sendertest.WebhookSecret}, dir: dir}
 	s, err := sim.New(c.cfg, zap.NewNop())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +71,7 @@ func TestSimEnvBuildsEverySender(t *testing.T) {
 	}
 	sf, _ := parseSenderFlags(t)
 	core, logs := observer.New(zap.InfoLevel)
-	snd, closeAll, err := sf.build(zap.New(core))
+	snd, closeAll, err := sf.build(zap.New(core), sendertest.WebhookSecrets(nil))
 	require.NoError(t, err)
 	defer closeAll()
 	got := map[herald.Channel]string{}
@@ -82,7 +83,7 @@ func TestSimEnvBuildsEverySender(t *testing.T) {
 	for _, e := range logs.All() {
 		for _, v := range e.ContextMap() {
 			s, _ := v.(string)
-			require.NotContains(t, s, "whsec_test")
+			require.NotContains(t, s, sendertest.WebhookSecret)
 			require.NotContains(t, s, simTwilioToken)
 		}
 	}
@@ -109,24 +110,24 @@ func TestSecretFlagsAreNeverPrinted(t *testing.T) {
 func TestBuildSenderModes(t *testing.T) {
 	clearHeraldEnv(t)
 	s, _ := parseSenderFlags(t)
-	snd, closeAll, err := s.build(zap.NewNop())
+	snd, closeAll, err := s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.NoError(t, err)
 	closeAll()
 	require.Len(t, snd, len(herald.Channels))
 	require.IsType(t, dispatch.LogSender{}, snd[herald.ChannelSMS])
 
 	s, _ = parseSenderFlags(t, "--senders", "carrier-pigeon")
-	_, _, err = s.build(zap.NewNop())
+	_, _, err = s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.ErrorContains(t, err, "--senders")
 
 	s, _ = parseSenderFlags(t, "--senders", "providers")
-	_, _, err = s.build(zap.NewNop())
+	_, _, err = s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.ErrorContains(t, err, "no provider is configured")
 
-	// Only a webhook secret: WEBHOOK gets its sender, the other channels are reported.
-	s, _ = parseSenderFlags(t, "--senders", "providers", "--webhook-signing-secret", "k")
+	// Only webhooks: WEBHOOK gets its sender, the other channels are reported.
+	s, _ = parseSenderFlags(t, "--senders", "providers", "--webhook-enabled")
 	core, logs := observer.New(zap.InfoLevel)
-	snd, closeAll, err = s.build(zap.New(core))
+	snd, closeAll, err = s.build(zap.New(core), sendertest.WebhookSecrets(nil))
 	require.NoError(t, err)
 	closeAll()
 	require.Len(t, snd, 1)
@@ -134,10 +135,10 @@ func TestBuildSenderModes(t *testing.T) {
 	require.Equal(t, 3, logs.FilterMessage("no sender: deliveries of this channel end FAILED").Len())
 
 	s, _ = parseSenderFlags(t, "--senders", "providers", "--smtp-addr", "no-port", "--smtp-from", "a@b.c")
-	_, _, err = s.build(zap.NewNop())
+	_, _, err = s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.ErrorContains(t, err, "--smtp-addr")
 	s, _ = parseSenderFlags(t, "--senders", "providers", "--fcm-credentials-file", t.TempDir()+"/missing.json")
-	_, _, err = s.build(zap.NewNop())
+	_, _, err = s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.ErrorContains(t, err, "--fcm-credentials-file")
 }
 

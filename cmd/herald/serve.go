@@ -259,7 +259,7 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 		return nil, nil, err
 	}
 	cfg.Renderer = templateRenderer{}
-	snd, closeSenders, err := c.Senders.build(log)
+	snd, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,17 +27,16 @@ const (
 
 // simEnvSecrets are the variables of the env file that stdout shows masked.
 var simEnvSecrets = map[string]bool{
-	"HERALD_WEBHOOK_SIGNING_SECRET": true, "HERALD_TWILIO_AUTH_TOKEN": true, "HERALD_SMTP_PASSWORD": true,
+	"HERALD_TWILIO_AUTH_TOKEN": true, "HERALD_SMTP_PASSWORD": true,
 }
 
 type simConfig struct {
-	cfg           sim.Config
-	dir           string
-	faults        string
-	latency       string
-	logLevel      string
-	logFormat     string
-	webhookSecret string
+	cfg       sim.Config
+	dir       string
+	faults    string
+	latency   string
+	logLevel  string
+	logFormat string
 }
 
 func (c *simConfig) register(f *envFlags) {
@@ -50,7 +47,7 @@ func (c *simConfig) register(f *envFlags) {
 	f.String(&c.dir, "sim-dir", filepath.Join(os.TempDir(), "herald-sim"), "directory receiving sim.pem, the throwaway FCM and APNs keys and "+simEnvFile)
 	f.String(&c.faults, "sim-faults", "", "fault injection, e.g. fcm.unavailable=0.05,twilio.ratelimit=0.1,twilio.retryafter=2s (provider or all; ratelimit, unavailable, timeout, permanent, retryafter)")
 	f.String(&c.latency, "sim-latency", "", "response latency, e.g. all.median=20ms,all.p99=200ms,apns.min=5ms (provider or all; min, median, p99)")
-	f.secret(&c.webhookSecret, "sim-webhook-secret", "secret the webhook receiver checks Herald-Signature with (default: a random one, written to "+simEnvFile+")")
+	f.secret(&c.cfg.WebhookSecret, "sim-webhook-secret", "whsec_ secret the webhook receiver checks the Standard Webhooks signature with, e.g. the one herald apikey create printed (default: none, no check)")
 	f.Int(&c.cfg.MaxRecords, "sim-max-records", 1_000_000, "records kept; the oldest tenth is dropped when full")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.String(&c.logFormat, "log-format", "console", "log format: json or console")
@@ -74,12 +71,6 @@ func runSim(ctx context.Context, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
 
-	if c.webhookSecret == "" {
-		b := make([]byte, 24)
-		_, _ = rand.Read(b)
-		c.webhookSecret = "whsec_" + hex.EncodeToString(b)
-	}
-	c.cfg.WebhookSecret = c.webhookSecret
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -111,7 +102,7 @@ func simServeEnv(s *sim.Sim, c simConfig) map[string]string {
 		"HERALD_SENDERS":                sendersProviders,
 		"HERALD_SIM_URL":                base,
 		"HERALD_SIM_WEBHOOK_URL":        base + "/webhook/",
-		"HERALD_WEBHOOK_SIGNING_SECRET": c.webhookSecret,
+		"HERALD_WEBHOOK_ENABLED":        "true",
 		"HERALD_WEBHOOK_ALLOW_HTTP":     "true",
 		"HERALD_WEBHOOK_ALLOW_LOOPBACK": "true",
 		"HERALD_TWILIO_BASE_URL":        base,

@@ -26,12 +26,24 @@ go build -o "$HERALD" ./cmd/herald
 
 "$HERALD" migrate
 
+# A fresh dev key with every scope (operator). Its webhook signing secret goes to the
+# simulator, whose webhook receiver then checks the signature of every webhook herald sends
+# for this key (a webhook of another key answers 401 there).
+created="$("$HERALD" apikey create --name "dev-$(date -u +%Y%m%dT%H%M%SZ)" --scopes operator)"
+key="$(sed -n 's/^api key: *//p' <<<"$created" | head -n 1)"
+webhook_secret="$(sed -n 's/^webhook secret: *//p' <<<"$created" | head -n 1)"
+if [ -z "$key" ]; then
+	# Whatever the output looks like, show it: it holds the key.
+	echo "$created"
+	key='<the key printed above>'
+fi
+
 # The provider simulator writes the settings that point herald's senders at it to
 # $SIM_DIR/herald.env (and removes the file when it stops).
 SIM_DIR="${HERALD_SIM_DIR:-${HERALD_STACK_DIR:-$REPO/.stack}/sim}"
 mkdir -p "$SIM_DIR"
 rm -f "$SIM_DIR/herald.env"
-"$HERALD" sim --sim-dir "$SIM_DIR" >"$SIM_DIR/sim.log" 2>&1 &
+HERALD_SIM_WEBHOOK_SECRET="$webhook_secret" "$HERALD" sim --sim-dir "$SIM_DIR" >"$SIM_DIR/sim.log" 2>&1 &
 sim_pid=$!
 trap 'kill "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
@@ -50,20 +62,14 @@ if [ -n "$mailpit_smtp" ]; then
 	unset HERALD_SMTP_USERNAME HERALD_SMTP_PASSWORD
 fi
 
-created="$("$HERALD" apikey create --name "dev-$(date -u +%Y%m%dT%H%M%SZ)")"
-key="$(sed -n 's/^api key: *//p' <<<"$created" | head -n 1)"
-if [ -z "$key" ]; then
-	# Whatever the output looks like, show it: it holds the key.
-	echo "$created"
-	key='<the key printed above>'
-fi
 
 base="http://$HERALD_HTTP_ADDR"
 cat <<EOF
 
 ==============================================================================
 herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running)
-dev API key: $key
+dev API key: $key  (scope operator: every route)
+webhook signing secret of this key: $webhook_secret  (Standard Webhooks; the simulator checks it)
 provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
 
 # templates otp and order_shipped are seeded from deploy/local/templates/ (--templates-dir);

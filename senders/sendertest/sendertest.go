@@ -172,6 +172,9 @@ func checkPrivacy(t *testing.T, m *senders.Message, err error, logs *observer.Ob
 	}
 }
 
+// ClientID is the API client of every message NewMessage returns.
+const ClientID = "0192f2c1-5b4e-7000-8000-00000000c11e"
+
 // NewMessage returns a message for tg's channel with every personal field filled in with
 // recognisable values, and a fresh UUID as its delivery id.
 func NewMessage(tg Target) *senders.Message {
@@ -183,6 +186,7 @@ func NewMessage(tg Target) *senders.Message {
 	return &senders.Message{
 		DeliveryID:     id,
 		NotificationID: uuid.NewString(),
+		ClientID:       ClientID,
 		Channel:        tg.Channel,
 		Priority:       herald.PriorityHigh,
 		Attempt:        1,
@@ -219,4 +223,20 @@ func personalData(m *senders.Message) []string {
 		out = append(out, pt.Token)
 	}
 	return out
+}
+
+// WebhookSecret is the signing secret (Standard Webhooks "whsec_" form, 32 bytes) that
+// WebhookSecrets gives ClientID.
+const WebhookSecret = "whsec_c2VuZGVydGVzdC13ZWJob29rLXNlY3JldC0zMmI="
+
+// WebhookSecrets is the webhook sender's secret lookup from a map of client id to secrets;
+// nil gives ClientID WebhookSecret.
+type WebhookSecrets map[string][]string
+
+// WebhookSecrets returns the client's secrets, none for an unknown client.
+func (s WebhookSecrets) WebhookSecrets(_ context.Context, clientID string) ([]string, error) {
+	if s == nil {
+		s = WebhookSecrets{ClientID: {WebhookSecret}}
+	}
+	return s[clientID], nil
 }

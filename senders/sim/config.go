@@ -43,8 +43,10 @@ type Config struct {
 	DefaultLatency Latency
 	// Faults are the error-injection rates per provider; providers not listed get none.
 	Faults map[string]Faults
-	// WebhookSecret, when set, makes the webhook receiver check Herald-Signature and answer
-	// 401 to a bad one.
+	// WebhookSecret, a "whsec_" secret, when set makes the webhook receiver check the
+	// Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) and
+	// answer 401 to a bad one. herald signs with the secret of the API client that created
+	// the notification: give the secret `herald apikey create` printed for that client.
 	WebhookSecret string
 	// MaxRecords bounds the kept records; older ones are dropped (and counted). Default 1,000,000.
 	MaxRecords int

@@ -14,7 +14,7 @@ import (
 	"github.com/heraldhq/herald/senders/webhook"
 )
 
-// BadSignature is the outcome of a webhook whose Herald-Signature does not verify.
+// BadSignature is the outcome of a webhook whose Standard Webhooks signature does not verify.
 const BadSignature Outcome = "bad_signature"
 
 // protocol is how one provider reads a request and words its answers.
@@ -44,7 +44,7 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 		}
 		o, delay, retryAfter := s.dice.roll(p.name)
 		if p.name == Webhook && s.cfg.WebhookSecret != "" &&
-			webhook.Verify([]byte(s.cfg.WebhookSecret), r.Header.Get(webhook.HeaderSignature), body, received, 5*time.Minute) != nil {
+			webhook.Verify(s.cfg.WebhookSecret, r.Header, body, received, 5*time.Minute) != nil {
 			o = BadSignature
 		}
 		rec := Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: o, DelayMs: float64(delay) / 1e6,

@@ -110,7 +110,7 @@ func newSender(t testing.TB, s *Sim, provider string, log *zap.Logger, timeout t
 	)
 	switch provider {
 	case Webhook:
-		snd, err = webhook.New(webhook.Config{SigningSecret: "sim-secret", AllowHTTP: true, AllowLoopback: true, Timeout: timeout}, log)
+		snd, err = webhook.New(webhook.Config{AllowHTTP: true, AllowLoopback: true, Timeout: timeout}, sendertest.WebhookSecrets(nil), log)
 	case Twilio:
 		snd, err = twilio.New(twilio.Config{AccountSID: "ACsim", Password: "x", From: "+15005550001", BaseURL: base, Timeout: timeout}, log)
 	case FCM:
@@ -144,7 +144,7 @@ func TestSendersAgainstSimulator(t *testing.T) {
 	for _, p := range Providers {
 		t.Run(p, func(t *testing.T) {
 			sendertest.Run(t, func(t *testing.T, log *zap.Logger, timeout time.Duration) sendertest.Target {
-				s := start(t, Config{WebhookSecret: "sim-secret"})
+				s := start(t, Config{WebhookSecret: sendertest.WebhookSecret})
 				tg := sendertest.Target{Sender: newSender(t, s, p, log, timeout), Fake: fake{s, p}, Channel: channels[p],
 					WebhookURL: "http://" + s.Addr() + "/webhook/orders", RetryAfter: 3 * time.Second}
 				if p == APNs {

@@ -123,7 +123,7 @@ func TestEnvironmentProxyNotUsed(t *testing.T) {
 
 	// Loopback allowed, so that the proxy itself would pass the guard: only the target's
 	// address can refuse this delivery.
-	s, err := New(Config{SigningSecret: secret, AllowHTTP: true, AllowLoopback: true, Timeout: 2 * time.Second}, zap.NewNop())
+	s, err := New(Config{AllowHTTP: true, AllowLoopback: true, Timeout: 2 * time.Second}, sendertest.WebhookSecrets(nil), zap.NewNop())
 	require.NoError(t, err)
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "https://100.64.0.1/hook"} {
 		_, err = s.Send(context.Background(), sendertest.NewMessage(sendertest.Target{WebhookURL: u}))
@@ -151,8 +151,8 @@ func TestNameResolvingInsideIsBlocked(t *testing.T) {
 		"metadata.example.com.": "169.254.169.254",
 	} {
 		resolver := fakeDNS(t, map[string]string{name: ip})
-		s, err := New(Config{SigningSecret: secret, AllowHTTP: true, Timeout: 2 * time.Second,
-			HTTP: senders.HTTPConfig{Resolver: resolver}}, zap.NewNop())
+		s, err := New(Config{AllowHTTP: true, Timeout: 2 * time.Second,
+			HTTP: senders.HTTPConfig{Resolver: resolver}}, sendertest.WebhookSecrets(nil), zap.NewNop())
 		require.NoError(t, err)
 		u := "http://" + name[:len(name)-1] + ":" + port + "/hook"
 		_, err = s.Send(context.Background(), sendertest.NewMessage(sendertest.Target{WebhookURL: u}))
@@ -172,7 +172,7 @@ func TestRedirectToMetadataIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/iam/", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	s, err := New(Config{SigningSecret: secret, AllowHTTP: true, AllowLoopback: true, Timeout: 2 * time.Second}, zap.NewNop())
+	s, err := New(Config{AllowHTTP: true, AllowLoopback: true, Timeout: 2 * time.Second}, sendertest.WebhookSecrets(nil), zap.NewNop())
 	require.NoError(t, err)
 	_, err = s.Send(context.Background(), sendertest.NewMessage(sendertest.Target{WebhookURL: srv.URL + "/hook"}))
 	class, se := senders.Classify(err)

@@ -3,67 +3,94 @@ package webhook
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Sign returns the Herald-Signature header value for body sent at t:
-//
-//	t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<unix seconds>.<body>")>
-//
-// The timestamp is inside the signed bytes, so a receiver that rejects old timestamps
-// defeats replays.
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+// Standard Webhooks (https://www.standardwebhooks.com) headers set on every request.
+const (
+	HeaderWebhookID        = "webhook-id"        // the delivery id, the same on every attempt
+	HeaderWebhookTimestamp = "webhook-timestamp" // unix seconds of this attempt
+	HeaderWebhookSignature = "webhook-signature" // "v1,<base64 HMAC-SHA256>", space-separated, one per secret
+)
+
+// secretPrefix starts every Standard Webhooks secret; the rest is the key in standard base64.
+const secretPrefix = "whsec_"
+
+// Errors returned by Sign and Verify.
+var (
+	ErrBadSecret    = errors.New("webhook secret is not whsec_<base64>")
+	ErrBadSignature = errors.New("webhook signature does not match")
+	ErrStale        = errors.New("webhook timestamp outside tolerance")
+)
+
+// decodeSecret returns the HMAC key of a "whsec_<base64>" secret.
+func decodeSecret(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+	if err != nil || len(key) == 0 {
+		return nil, ErrBadSecret
+	}
+	return key, nil
 }
 
-func mac(secret []byte, ts string, body []byte) []byte {
-	h := hmac.New(sha256.New, secret)
+// signature is the base64 of HMAC-SHA256(key, "<id>.<timestamp>.<body>").
+func signature(key []byte, id, ts string, body []byte) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(id))
+	h.Write([]byte("."))
 	h.Write([]byte(ts))
 	h.Write([]byte("."))
 	h.Write(body)
-	return h.Sum(nil)
+	return base64.StdEncoding.EncodeToString(h.Sum(nil))
 }
 
-// Errors returned by Verify.
-var (
-	ErrBadSignature = errors.New("webhook signature does not match")
-	ErrStale        = errors.New("webhook signature timestamp outside tolerance")
-)
+// Sign returns the webhook-signature header value of message id with body sent at t: one
+// "v1,<signature>" per secret, space-separated (two during a secret rotation).
+func Sign(secrets []string, id string, t time.Time, body []byte) (string, error) {
+	if len(secrets) == 0 {
+		return "", ErrBadSecret
+	}
+	ts := strconv.FormatInt(t.Unix(), 10)
+	sigs := make([]string, len(secrets))
+	for i, s := range secrets {
+		key, err := decodeSecret(s)
+		if err != nil {
+			return "", err
+		}
+		sigs[i] = "v1," + signature(key, id, ts, body)
+	}
+	return strings.Join(sigs, " "), nil
+}
 
-// Verify checks a Herald-Signature header against body, as a receiver does: the header must
-// hold a v1 signature that matches and a timestamp within tolerance of now. Several v1 values
-// are accepted (one per secret during a secret rotation).
-func Verify(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	var ts string
-	var sigs []string
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			sigs = append(sigs, v)
-		}
+// Verify checks a webhook as a receiver does, for receivers written in Go that would rather
+// not add a dependency (any Standard Webhooks library does the same): the webhook-signature
+// header must hold a v1 signature of webhook-id, webhook-timestamp and body made with
+// secret, and the timestamp must be within tolerance of now. A receiver also remembers
+// webhook-id to drop redeliveries.
+func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	key, err := decodeSecret(secret)
+	if err != nil {
+		return err
+	}
+	id, ts, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
+	if id == "" || ts == "" || sigs == "" {
+		return ErrBadSignature
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
+	if err != nil {
 		return ErrBadSignature
 	}
 	if d := now.Sub(time.Unix(unix, 0)); d > tolerance || d < -tolerance {
 		return ErrStale
 	}
-	want := mac(secret, ts, body)
-	for _, s := range sigs {
-		got, err := hex.DecodeString(s)
-		if err == nil && hmac.Equal(got, want) {
+	want := []byte(signature(key, id, ts, body))
+	for _, s := range strings.Split(sigs, " ") {
+		version, sig, ok := strings.Cut(s, ",")
+		if ok && version == "v1" && hmac.Equal([]byte(sig), want) {
 			return nil
 		}
 	}

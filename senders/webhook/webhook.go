@@ -1,6 +1,7 @@
 // Package webhook delivers WEBHOOK messages: an HTTPS POST of a JSON body to the recipient's
-// URL, signed with HMAC-SHA256 (see Sign and docs/senders.md), with the delivery id as the
-// Idempotency-Key header.
+// URL, signed per the Standard Webhooks specification with the secret(s) of the API client
+// that created the notification (see Sign and docs/security.md), with the delivery id as
+// webhook-id and as the Idempotency-Key header.
 package webhook
 
 import (
@@ -19,9 +20,8 @@ import (
 	"github.com/heraldhq/herald/senders"
 )
 
-// Header names set on every webhook request.
+// Header names set on every webhook request, besides the Standard Webhooks ones.
 const (
-	HeaderSignature      = "Herald-Signature"
 	HeaderIdempotencyKey = "Idempotency-Key"
 	HeaderDeliveryID     = "Herald-Delivery-Id"
 	HeaderAttempt        = "Herald-Attempt"
@@ -29,8 +29,6 @@ const (
 
 // Config configures the webhook sender.
 type Config struct {
-	// SigningSecret is the HMAC-SHA256 key every request is signed with. Required.
-	SigningSecret string
 	// Timeout bounds one send, from connect to the response status. Default 10s.
 	Timeout time.Duration
 	// AllowHTTP permits plain http:// URLs (local development, the simulator). Default false.
@@ -62,28 +60,36 @@ func (c *Config) setDefaults() {
 }
 
 func (c *Config) validate() error {
-	if c.SigningSecret == "" {
-		return errors.New("webhook: SigningSecret is required")
-	}
 	if c.Timeout < 0 {
 		return errors.New("webhook: Timeout must not be negative")
 	}
 	return nil
 }
 
+// Secrets looks up the signing secrets of an API client: its current "whsec_" secret first,
+// then its previous one while a rotation window is open. An unknown client has none (an
+// empty list, no error); an error means the lookup failed and a retry may succeed.
+type Secrets interface {
+	WebhookSecrets(ctx context.Context, clientID string) ([]string, error)
+}
+
 // Sender posts webhooks. It is safe for concurrent use.
 type Sender struct {
 	cfg Config
 	senders.HTTPAccount
-	log *zap.Logger
-	now func() time.Time
+	secrets Secrets
+	log     *zap.Logger
+	now     func() time.Time
 }
 
-// New returns a webhook sender.
-func New(cfg Config, log *zap.Logger) (*Sender, error) {
+// New returns a webhook sender that signs with the secrets of each message's API client.
+func New(cfg Config, secrets Secrets, log *zap.Logger) (*Sender, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if secrets == nil {
+		return nil, errors.New("webhook: nil Secrets")
 	}
 	cfg.HTTP.DialControl = publicOnly(cfg.AllowLoopback) // and so no proxy: see senders.HTTPConfig
 	client, err := senders.NewHTTPClient(cfg.Provider, cfg.HTTP)
@@ -93,12 +99,13 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 	return &Sender{
 		cfg:         cfg,
 		HTTPAccount: senders.HTTPAccount{Client: client, Account: cfg.Provider},
+		secrets:     secrets,
 		log:         log.With(zap.String("component", "senders.webhook")),
 		now:         time.Now,
 	}, nil
 }
 
-// Send posts m's JSON to m.To.WebhookURL.
+// Send posts m's JSON to m.To.WebhookURL, signed with the secrets of m.ClientID.
 func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, error) {
 	res := senders.Result{Provider: s.cfg.Provider}
 	u, err := url.Parse(m.To.WebhookURL)
@@ -108,6 +115,18 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	body, err := Body(m)
 	if err != nil {
 		return res, senders.PermanentError("invalid_content", fmt.Errorf("webhook delivery %s: %w", m.DeliveryID, err))
+	}
+	secrets, err := s.secrets.WebhookSecrets(ctx, m.ClientID)
+	if err != nil {
+		return res, senders.TransientError("secret_lookup", 0, fmt.Errorf("webhook delivery %s: signing secrets of client %s: %w", m.DeliveryID, m.ClientID, err))
+	}
+	if len(secrets) == 0 {
+		return res, senders.PermanentError("no_signing_secret", fmt.Errorf("webhook delivery %s: client %q has no signing secret", m.DeliveryID, m.ClientID))
+	}
+	now := s.now()
+	sig, err := Sign(secrets, m.DeliveryID, now, body)
+	if err != nil {
+		return res, senders.PermanentError("no_signing_secret", fmt.Errorf("webhook delivery %s: signing secret of client %s: %w", m.DeliveryID, m.ClientID, err))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -121,7 +140,9 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	senders.SetIdempotencyKey(req.Header, m.DeliveryID)
 	req.Header.Set(HeaderDeliveryID, m.DeliveryID)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(m.Attempt))
-	req.Header.Set(HeaderSignature, Sign([]byte(s.cfg.SigningSecret), s.now(), body))
+	req.Header.Set(HeaderWebhookID, m.DeliveryID)
+	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderWebhookSignature, sig)
 
 	resp, err := senders.DoHTTP(s.Client, req)
 	if err != nil {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -17,15 +18,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const secret = "whsec-test"
-
 func setup(t *testing.T, log *zap.Logger, timeout time.Duration) sendertest.Target {
 	fake := sendertest.NewHTTPFake(t, sendertest.HTTPFakeConfig{
 		Key: func(r *http.Request, _ []byte) (string, bool) {
 			return r.Header.Get(HeaderIdempotencyKey), r.URL.Path == "/hook"
 		},
 		Respond: func(w http.ResponseWriter, r *http.Request, body []byte, o sendertest.Outcome) {
-			if err := Verify([]byte(secret), r.Header.Get(HeaderSignature), body, time.Now(), time.Minute); err != nil {
+			if err := Verify(sendertest.WebhookSecret, r.Header, body, time.Now(), time.Minute); err != nil {
 				http.Error(w, "bad signature", http.StatusUnauthorized)
 				return
 			}
@@ -42,7 +41,7 @@ func setup(t *testing.T, log *zap.Logger, timeout time.Duration) sendertest.Targ
 			}
 		},
 	})
-	s, err := New(Config{SigningSecret: secret, Timeout: timeout, AllowHTTP: true, AllowLoopback: true}, log)
+	s, err := New(Config{Timeout: timeout, AllowHTTP: true, AllowLoopback: true}, sendertest.WebhookSecrets(nil), log)
 	require.NoError(t, err)
 	return sendertest.Target{
 		Sender: s, Fake: fake, Channel: herald.ChannelWebhook,
@@ -68,7 +67,7 @@ func TestStatusClassification(t *testing.T) {
 				w.WriteHeader(status)
 			},
 		})
-		s, err := New(Config{SigningSecret: secret, AllowHTTP: true, AllowLoopback: true}, zap.NewNop())
+		s, err := New(Config{AllowHTTP: true, AllowLoopback: true}, sendertest.WebhookSecrets(nil), zap.NewNop())
 		require.NoError(t, err)
 		m := sendertest.NewMessage(sendertest.Target{WebhookURL: srv.Server.URL})
 		_, err = s.Send(context.Background(), m)
@@ -82,9 +81,9 @@ func TestRefusesUnsafeURLs(t *testing.T) {
 		Key:     func(*http.Request, []byte) (string, bool) { return "", true },
 		Respond: func(w http.ResponseWriter, _ *http.Request, _ []byte, _ sendertest.Outcome) {},
 	})
-	strict, err := New(Config{SigningSecret: secret, AllowHTTP: true}, zap.NewNop())
+	strict, err := New(Config{AllowHTTP: true}, sendertest.WebhookSecrets(nil), zap.NewNop())
 	require.NoError(t, err)
-	noHTTP, err := New(Config{SigningSecret: secret, AllowLoopback: true}, zap.NewNop())
+	noHTTP, err := New(Config{AllowLoopback: true}, sendertest.WebhookSecrets(nil), zap.NewNop())
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		s    *Sender
@@ -104,18 +103,6 @@ func TestRefusesUnsafeURLs(t *testing.T) {
 	require.Empty(t, fake.Keys(), "no request reached the server")
 }
 
-func TestSignVerify(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	body := []byte(`{"a":1}`)
-	h := Sign([]byte("k"), now, body)
-	require.Regexp(t, `^t=1700000000,v1=[0-9a-f]{64}$`, h)
-	require.NoError(t, Verify([]byte("k"), h, body, now.Add(time.Minute), 5*time.Minute))
-	require.ErrorIs(t, Verify([]byte("other"), h, body, now, time.Minute), ErrBadSignature)
-	require.ErrorIs(t, Verify([]byte("k"), h, []byte(`{"a":2}`), now, time.Minute), ErrBadSignature)
-	require.ErrorIs(t, Verify([]byte("k"), h, body, now.Add(time.Hour), time.Minute), ErrStale)
-	require.NoError(t, Verify([]byte("k"), "t=1700000000,v1=00,"+h[len("t=1700000000,"):], body, now, time.Minute))
-}
-
 func TestBodyEnvelope(t *testing.T) {
 	m := sendertest.NewMessage(sendertest.Target{})
 	m.Content.JSON = nil
@@ -123,4 +110,39 @@ func TestBodyEnvelope(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"deliveryId":"`+m.DeliveryID+`","notificationId":"`+m.NotificationID+
 		`","category":"otp","template":"otp","payload":{"code":"PAYLOAD-493817"}}`, string(b))
+}
+
+type failingSecrets struct{}
+
+func (failingSecrets) WebhookSecrets(context.Context, string) ([]string, error) {
+	return nil, errors.New("database unavailable")
+}
+
+// TestSigningSecretMissing: a client without a secret ends the delivery (permanent); a
+// failed lookup is retried (transient). Neither sends anything.
+func TestSigningSecretMissing(t *testing.T) {
+	fake := sendertest.NewHTTPFake(t, sendertest.HTTPFakeConfig{
+		Key:     func(*http.Request, []byte) (string, bool) { return "", true },
+		Respond: func(w http.ResponseWriter, _ *http.Request, _ []byte, _ sendertest.Outcome) {},
+	})
+	for name, tc := range map[string]struct {
+		secrets Secrets
+		class   senders.Class
+		code    string
+	}{
+		"unknown client": {sendertest.WebhookSecrets{}, senders.Permanent, "no_signing_secret"},
+		"bad secret":     {sendertest.WebhookSecrets{sendertest.ClientID: {"not base64!"}}, senders.Permanent, "no_signing_secret"},
+		"lookup failed":  {failingSecrets{}, senders.Transient, "secret_lookup"},
+	} {
+		s, err := New(Config{AllowHTTP: true, AllowLoopback: true}, tc.secrets, zap.NewNop())
+		require.NoError(t, err)
+		_, err = s.Send(context.Background(), sendertest.NewMessage(sendertest.Target{WebhookURL: fake.Server.URL}))
+		class, se := senders.Classify(err)
+		require.Equal(t, tc.class, class, name)
+		require.Equal(t, tc.code, se.Code, name)
+		require.NoError(t, s.Close())
+	}
+	require.Empty(t, fake.Keys(), "nothing was sent")
+	_, err := New(Config{}, nil, zap.NewNop())
+	require.Error(t, err)
 }
