@@ -238,7 +238,6 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 		return nil, nil, err
 	}
 	c.Groups.applyDispatch(&cfg)
-	cfg.Renderer = templateRenderer{}
 	snd, closeSenders, err := c.Senders.build(log)
 	if err != nil {
 		return nil, nil, err
