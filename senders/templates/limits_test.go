@@ -2,6 +2,7 @@ package templates
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	ttemplate "text/template"
@@ -124,5 +125,32 @@ func TestCheckFormat(t *testing.T) {
 	}
 	for _, f := range []string{"%65d", "%0900000d", "%.65f", "%*d", "%.*f", "%[2]d", "%.3s", "%99999999999999999999d"} {
 		require.Error(t, checkFormat(f), f)
+	}
+}
+
+// BenchmarkRenderCrafted measures renders crafted to cost the most within the limits: every
+// step compares two 7,000-byte strings 20 times, or sorts a 300-key map, until the step
+// budget stops them. Run: go test -run '^$' -bench BenchmarkRenderCrafted ./senders/templates/
+func BenchmarkRenderCrafted(b *testing.B) {
+	s := strings.Repeat("x", 7000)
+	keys := map[string]int{}
+	for i := range 300 {
+		keys[fmt.Sprintf("key%03d", i)] = i
+	}
+	payload, err := json.Marshal(map[string]any{"a": make([]int, 200), "s": s, "t": s[:6999] + "y", "m": keys})
+	require.NoError(b, err)
+	for name, text := range map[string]string{
+		"compare": `{{range .a}}{{range $.a}}{{if eq $.s` + strings.Repeat(" $.t", 20) + `}}{{end}}{{end}}{{end}}`,
+		"map":     `{{range .a}}{{range $.m}}{{end}}{{end}}`,
+		"print":   `{{range .a}}{{$}}{{end}}`,
+	} {
+		content := sms(text)
+		require.NoError(b, Validate(content))
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				_, err := Render(content, "", herald.ChannelSMS, payload)
+				require.ErrorIs(b, err, ErrRender)
+			}
+		})
 	}
 }
