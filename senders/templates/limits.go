@@ -113,6 +113,7 @@ func (c *checker) list(l *parse.ListNode, depth int, dotIsField bool) {
 			c.bind(n.Pipe, dotIsField)
 		case *parse.IfNode:
 			c.pipe(n.Pipe, false)
+			c.bind(n.Pipe, dotIsField) // {{if $x := ...}}
 			c.branches(&n.BranchNode, depth, dotIsField, dotIsField)
 		case *parse.WithNode:
 			c.pipe(n.Pipe, false)

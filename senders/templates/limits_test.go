@@ -31,6 +31,8 @@ func TestValidateRefusesUnboundedTemplates(t *testing.T) {
 		"range over an index":          `{{range $i, $e := .a}}{{range $i}}x{{end}}{{end}}`,
 		"range over a number variable": `{{$n := 1000}}{{range $n}}x{{end}}`,
 		"variable rebound":             `{{$n := .a}}{{range .b}}{{range $n}}{{end}}{{$n = len .b}}{{end}}`,
+		"if declares a number":         `{{if $n := 1000}}{{range $n}}x{{end}}{{end}}`,
+		"with declares a number":       `{{with $n := 1000}}{{range $n}}x{{end}}{{end}}`,
 		"range over with dot":          `{{with 1000}}{{range .}}x{{end}}{{end}}`,
 		"json.Number method":           `{{range .n.Int64}}x{{end}}`,
 		"printf width":                 `{{printf "%0900000d" 0}}`,
