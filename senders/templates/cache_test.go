@@ -67,7 +67,7 @@ func TestCacheWeightCoversMemory(t *testing.T) {
 		},
 	}
 	for name, content := range variants {
-		const n = 20
+		const n = 6
 		kept := make([]*compiled, 0, n)
 		weight := 0
 		var before, after runtime.MemStats
