@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/senders"
+	"github.com/heraldhq/herald/senders/templates"
 )
 
 func ptr(s string) *string { return &s }
@@ -40,30 +41,46 @@ func TestRecipientOverride(t *testing.T) {
 	require.Equal(t, "https://hooks.example.com/x", rc.WebhookURL)
 }
 
+// TestDefaultRenderer checks the renderer on senders/templates: locale fallback, HTML
+// escaping, the webhook envelope, errors, and the fallback for a template without content.
 func TestDefaultRenderer(t *testing.T) {
+	ctx := context.Background()
 	tpl := Template{Name: "otp", Content: json.RawMessage(`{
-		"SMS": {"en": {"text": "Your code is {{code}}"}, "default": {"text": "Code: {{code}}"}},
-		"EMAIL": {"subject": "Code {{code}}", "text": "n={{n}}"}}`)}
-	payload := json.RawMessage(`{"code":"123456","n":3}`)
-	r := DefaultRenderer{}
+		"SMS": {"default": {"text": "Code {{.code}}"}, "ja": {"text": "コード {{.code}}"}},
+		"EMAIL": {"default": {"subject": "S", "html": "<b>{{.code}}</b>"}}}`)}
+	payload := json.RawMessage(`{"code": "<1>"}`)
+	var r Renderer = DefaultRenderer{}
 
-	c, err := r.Render(context.Background(), tpl, "en", herald.ChannelSMS, payload)
+	c, err := r.Render(ctx, tpl, "ja-JP", herald.ChannelSMS, payload)
 	require.NoError(t, err)
-	require.Equal(t, "Your code is 123456", c.Text)
-	c, err = r.Render(context.Background(), tpl, "de", herald.ChannelSMS, payload)
+	require.Equal(t, "コード <1>", c.Text)
+	c, err = r.Render(ctx, tpl, "", herald.ChannelEmail, payload)
 	require.NoError(t, err)
-	require.Equal(t, "Code: 123456", c.Text, "unknown locale falls back to default")
-	c, err = r.Render(context.Background(), tpl, "en", herald.ChannelEmail, payload)
-	require.NoError(t, err)
-	require.Equal(t, "Code 123456", c.Subject)
-	require.Equal(t, "n=3", c.Text)
-	c, err = r.Render(context.Background(), tpl, "", herald.ChannelWebhook, payload)
+	require.Equal(t, "<b>&lt;1&gt;</b>", c.HTML)
+
+	c, err = r.Render(ctx, tpl, "", herald.ChannelWebhook, payload)
+	require.NoError(t, err, "a webhook without template JSON is sent as the envelope")
+	require.Empty(t, c.JSON)
+	_, err = r.Render(ctx, tpl, "", herald.ChannelPush, payload)
+	require.ErrorContains(t, err, "otp")
+	_, err = r.Render(ctx, tpl, "", herald.ChannelSMS, json.RawMessage(`{}`))
+	require.Error(t, err, "a missing variable fails the render")
+
+	for _, content := range []string{``, `null`, `{}`} {
+		c, err = r.Render(ctx, Template{Name: "bare", Content: json.RawMessage(content)}, "", herald.ChannelSMS, payload)
+		require.NoError(t, err)
+		require.Equal(t, "bare", c.Text, "a template without content renders its name")
+	}
+	c, err = r.Render(ctx, Template{Name: "bare"}, "", herald.ChannelWebhook, payload)
 	require.NoError(t, err)
 	require.JSONEq(t, string(payload), string(c.JSON))
-	c, err = r.Render(context.Background(), Template{Name: "bare"}, "", herald.ChannelPush, nil)
-	require.NoError(t, err)
-	require.Equal(t, "bare", c.Body)
+}
 
-	_, err = r.Render(context.Background(), tpl, "", herald.ChannelSMS, json.RawMessage(`[1]`))
-	require.Error(t, err)
+// TestDefaultRendererIsBounded renders a template stored before the limits existed, the
+// bomb of the security review (swapped in after the notification was accepted): it fails at
+// once instead of never returning.
+func TestDefaultRendererIsBounded(t *testing.T) {
+	bomb := Template{Name: "bomb", Content: json.RawMessage(`{"SMS":{"default":{"text":"{{range 9000000000000000000}}{{printf \"%0900000d\" 0}}{{end}}"}}}`)}
+	_, err := DefaultRenderer{}.Render(context.Background(), bomb, "", herald.ChannelSMS, nil)
+	require.ErrorIs(t, err, templates.ErrNotAllowed)
 }

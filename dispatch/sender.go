@@ -3,11 +3,13 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/senders"
+	"github.com/heraldhq/herald/senders/templates"
 )
 
 // Sender delivers messages over one channel through one provider account. Implementations
@@ -48,97 +50,42 @@ func (f RendererFunc) Render(ctx context.Context, t Template, locale string, ch 
 	return f(ctx, t, locale, ch, payload)
 }
 
-// DefaultRenderer is a minimal renderer that keeps herald usable before a real template
-// engine is plugged in. It reads content[channel][locale] (falling back to
-// content[channel]["default"], then to content[channel] itself) as an object with the fields
-// title, body, subject, text and html, and replaces {{key}} with the payload's top-level
-// value of that key. Webhook deliveries carry the payload itself as their JSON body. Without
-// template content, the body and text are the template name.
+// DefaultRenderer renders with herald's one template engine, senders/templates, which
+// enforces the template limits (docs/senders.md "Template limits"). A template stored without
+// content (absent, null or {}) renders its name as the text, title, body and subject, with
+// the payload as the webhook body; a WEBHOOK delivery whose template has no WEBHOOK content
+// gets the sender's envelope (empty JSON). Any other failure (a missing variable, no content
+// for the channel, a render over its budget) is an error, and the delivery ends FAILED.
 type DefaultRenderer struct{}
-
-type channelContent struct {
-	Title   string `json:"title"`
-	Body    string `json:"body"`
-	Subject string `json:"subject"`
-	Text    string `json:"text"`
-	HTML    string `json:"html"`
-}
 
 // Render implements Renderer.
 func (DefaultRenderer) Render(_ context.Context, t Template, locale string, ch herald.Channel, payload json.RawMessage) (senders.Content, error) {
-	vars := map[string]any{}
-	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &vars); err != nil {
-			return senders.Content{}, fmt.Errorf("render %s: payload is not a JSON object: %w", t.Name, err)
+	if emptyContent(t.Content) {
+		c := senders.Content{Title: t.Name, Body: t.Name, Subject: t.Name, Text: t.Name}
+		if ch == herald.ChannelWebhook {
+			c.JSON = payload
+			if len(c.JSON) == 0 {
+				c.JSON = json.RawMessage("{}")
+			}
 		}
+		return c, nil
 	}
-	cc, err := pickContent(t, locale, ch)
+	c, err := templates.Render(t.Content, locale, ch, payload)
+	if err != nil && ch == herald.ChannelWebhook && errors.Is(err, templates.ErrNoContent) {
+		return senders.Content{}, nil
+	}
 	if err != nil {
-		return senders.Content{}, err
-	}
-	if cc == (channelContent{}) {
-		cc = channelContent{Title: t.Name, Body: t.Name, Subject: t.Name, Text: t.Name}
-	}
-	fill := func(s string) string { return substitute(s, vars) }
-	c := senders.Content{
-		Title: fill(cc.Title), Body: fill(cc.Body),
-		Subject: fill(cc.Subject), Text: fill(cc.Text), HTML: fill(cc.HTML),
-	}
-	if ch == herald.ChannelWebhook {
-		c.JSON = payload
-		if len(c.JSON) == 0 {
-			c.JSON = json.RawMessage("{}")
-		}
+		return senders.Content{}, fmt.Errorf("template %s: %w", t.Name, err)
 	}
 	return c, nil
 }
 
-func pickContent(t Template, locale string, ch herald.Channel) (channelContent, error) {
-	var cc channelContent
-	if len(t.Content) == 0 {
-		return cc, nil
+// emptyContent reports whether template content is absent, null or the empty object.
+func emptyContent(c json.RawMessage) bool {
+	s := strings.TrimSpace(string(c))
+	if s == "" || s == "null" {
+		return true
 	}
-	var byChannel map[string]json.RawMessage
-	if err := json.Unmarshal(t.Content, &byChannel); err != nil {
-		return cc, fmt.Errorf("render %s: template content is not an object: %w", t.Name, err)
-	}
-	raw, ok := byChannel[string(ch)]
-	if !ok {
-		raw, ok = byChannel[strings.ToLower(string(ch))]
-	}
-	if !ok {
-		return cc, nil
-	}
-	var byLocale map[string]json.RawMessage
-	if json.Unmarshal(raw, &byLocale) == nil {
-		for _, key := range []string{locale, "default"} {
-			if v, ok := byLocale[key]; ok && key != "" {
-				if err := json.Unmarshal(v, &cc); err == nil {
-					return cc, nil
-				}
-			}
-		}
-	}
-	if err := json.Unmarshal(raw, &cc); err != nil {
-		return cc, fmt.Errorf("render %s: content for %s: %w", t.Name, ch, err)
-	}
-	return cc, nil
-}
-
-func substitute(s string, vars map[string]any) string {
-	if !strings.Contains(s, "{{") {
-		return s
-	}
-	for k, v := range vars {
-		var text string
-		switch v := v.(type) {
-		case string:
-			text = v
-		default:
-			b, _ := json.Marshal(v)
-			text = string(b)
-		}
-		s = strings.ReplaceAll(s, "{{"+k+"}}", text)
-	}
-	return s
+	var m map[string]json.RawMessage
+	return json.Unmarshal(c, &m) == nil && len(m) == 0
 }

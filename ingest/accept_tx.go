@@ -2,64 +2,24 @@ package ingest
 
 import (
 	"context"
-	"fmt"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/heraldhq/herald/internal/delivery"
 )
 
-// The accepting transaction is pipelined into two round trips on one connection:
+// Accepting a notification takes two statements and no transaction block:
 //
-//	BEGIN; loadAcceptContext          (read: clock, earlier key, template, contact, preferences)
-//	delivery.Insert...; COMMIT        (write: notification + deliveries)
+//	loadAcceptContext       (read: clock, earlier key, template, contact, preferences)
+//	delivery.Insert         (write: notification + deliveries, one statement)
 //
-// with the decisions (validation against the template, opt-outs, quiet hours) made in Go in
-// between. It is one ordinary READ COMMITTED transaction; pipelining only saves the round
-// trips of BEGIN and COMMIT. If the insert fails, the server skips the queued COMMIT and
-// rollbackOpen ends the transaction.
+// with the decisions (validation against the template, opt-outs, quiet hours) and the
+// template render made in Go in between, holding no connection and no transaction: a render
+// is bounded (senders/templates) but still the caller's work, and must never keep a pooled
+// connection or an open transaction waiting. The read needs no transaction (READ COMMITTED
+// would give each statement its own snapshot anyway and the read takes no locks); the write
+// is one statement, atomic on its own, and its ON CONFLICT settles a concurrent request with
+// the same Idempotency-Key.
 
-// beginAccept opens the transaction and reads the accept context.
-func beginAccept(ctx context.Context, conn *pgxpool.Conn, clientID, key string, in *notificationInput) (*acceptContext, error) {
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(loadAcceptContext, clientID, key, in.UserID, in.Template)
-	br := conn.SendBatch(ctx, b)
-	_, err := br.Exec()
-	var ac *acceptContext
-	if err == nil {
-		ac, err = scanAcceptContext(br.QueryRow(), in.UserID)
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("begin accept transaction: %w", cerr)
-	}
-	return ac, err
-}
-
-// insertAndCommit runs the insert transition (delivery.QueueInsert) and the COMMIT in one
-// round trip. It returns false when the Idempotency-Key was taken (the transaction then
-// committed nothing).
-func insertAndCommit(ctx context.Context, conn *pgxpool.Conn, n delivery.Notification) (bool, error) {
-	b := &pgx.Batch{}
-	var inserted bool
-	delivery.QueueInsert(b, n, &inserted)
-	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return false, err
-	}
-	return inserted, nil
-}
-
-// rollbackOpen rolls back a transaction still open on conn (after an early return or a
-// failed statement), so the connection goes back to the pool clean. Should the rollback
-// fail, the pool discards the connection on Release because it is not idle.
-func rollbackOpen(ctx context.Context, conn *pgxpool.Conn) {
-	if conn.Conn().PgConn().TxStatus() == 'I' {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, _ = conn.Exec(ctx, "ROLLBACK")
+// readAcceptContext reads the accept context.
+func readAcceptContext(ctx context.Context, pool *pgxpool.Pool, clientID, key string, in *notificationInput) (*acceptContext, error) {
+	return scanAcceptContext(pool.QueryRow(ctx, loadAcceptContext, clientID, key, in.UserID, in.Template), in.UserID)
 }

@@ -15,33 +15,42 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// Dependencies /readyz names when one is not ready.
+const (
+	depPostgreSQL = "postgresql"
+	depMigrations = "migrations"
+)
+
 // readyz answers 200 when PostgreSQL answers and every embedded migration is applied, 503
-// otherwise (readiness).
+// otherwise (readiness). The answer names the dependency that is not ready and nothing more:
+// the probe is unauthenticated, and a driver's error names hosts, users and databases. The
+// error is logged.
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReadyTimeout)
 	defer cancel()
-	if err := a.ready(ctx); err != nil {
-		a.log.Warn("not ready", zap.Error(err))
-		writeProblem(w, newAPIError(http.StatusServiceUnavailable, codeNotReady, err.Error()))
+	if dep, err := a.ready(ctx); err != nil {
+		a.log.Warn("not ready", zap.String("dependency", dep), zap.Error(err))
+		writeProblem(w, newAPIError(http.StatusServiceUnavailable, codeNotReady, dep+" is not ready"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (a *API) ready(ctx context.Context) error {
+// ready returns the dependency that is not ready, and why.
+func (a *API) ready(ctx context.Context) (string, error) {
 	if err := a.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgresql unreachable: %w", err)
+		return depPostgreSQL, fmt.Errorf("postgresql unreachable: %w", err)
 	}
 	if a.migrated.Load() {
-		return nil
+		return "", nil
 	}
 	pending, err := migrate.Pending(ctx, a.pool)
 	if err != nil {
-		return fmt.Errorf("migration state unknown: %w", err)
+		return depMigrations, fmt.Errorf("migration state unknown: %w", err)
 	}
 	if pending {
-		return fmt.Errorf("database migrations pending")
+		return depMigrations, fmt.Errorf("database migrations pending")
 	}
 	a.migrated.Store(true)
-	return nil
+	return "", nil
 }

@@ -97,8 +97,9 @@ func replayAnswer(hash, storedHash, storedResp []byte) (accepted, error) {
 	return answer(resp, true)
 }
 
-// accept stores the notification and its deliveries in one transaction, or finds the
-// earlier answer for the same Idempotency-Key.
+// accept stores the notification and its deliveries in one statement, or finds the earlier
+// answer for the same Idempotency-Key. The template is rendered before the write, outside
+// any transaction (accept_tx.go).
 func (a *API) accept(ctx context.Context, clientID, key string, in *notificationInput, traceparent string) (_ accepted, err error) {
 	ctx, span := a.tracer.Start(ctx, "ingest.accept")
 	defer func() {
@@ -111,14 +112,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}()
 	hash := in.hash()
 
-	conn, err := a.pool.Acquire(ctx)
-	if err != nil {
-		return accepted{}, fmt.Errorf("accept notification: acquire connection: %w", err)
-	}
-	defer conn.Release()
-	defer rollbackOpen(ctx, conn)
-
-	ac, err := beginAccept(ctx, conn, clientID, key, in)
+	ac, err := readAcceptContext(ctx, a.pool, clientID, key, in)
 	if err != nil {
 		return accepted{}, err
 	}
@@ -164,7 +158,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		return accepted{}, err
 	}
 	note.NextAttemptAt = next
-	inserted, err := insertAndCommit(ctx, conn, note)
+	inserted, err := delivery.Insert(ctx, a.pool, note)
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
@@ -173,7 +167,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		// its answer is ours. This transaction wrote nothing.
 		span.AddEvent("idempotency conflict")
 		var storedHash, storedResp []byte
-		if err := conn.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
+		if err := a.pool.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
 			return accepted{}, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
 		}
 		return replayAnswer(hash, storedHash, storedResp)

@@ -18,6 +18,7 @@ const (
 	codeUnknownField         = "unknown_field"          // 400
 	codeValidationFailed     = "validation_failed"      // 400
 	codeInvalidTemplate      = "invalid_template"       // 400
+	codeTemplateNotAllowed   = "template_not_allowed"   // 422
 	codeUnknownTemplate      = "unknown_template"       // 422
 	codeTemplateRenderFailed = "template_render_failed" // 422
 	codeIdempotencyKeyReused = "idempotency_key_reused" // 422

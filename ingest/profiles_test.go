@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 )
 
 func TestUserProfile(t *testing.T) {
@@ -93,4 +95,22 @@ func TestHealth(t *testing.T) {
 	rec := serve(api.Handler(), http.MethodGet, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), codeNotReady)
+	require.Contains(t, rec.Body.String(), "migrations is not ready")
+}
+
+// TestReadyzNamesOnlyTheDependency checks that /readyz, unauthenticated, answers which
+// dependency is down and nothing of the driver's error: no host, user or database.
+func TestReadyzNamesOnlyTheDependency(t *testing.T) {
+	pool, err := pgxpool.New(t.Context(), "postgres://secretuser:secretpass@127.0.0.1:1/secretdb?connect_timeout=1")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	api, err := New(Config{}, pool, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	rec := serve(api.Handler(), http.MethodGet, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), codeNotReady)
+	require.Contains(t, rec.Body.String(), "postgresql is not ready")
+	for _, leak := range []string{"secretuser", "secretpass", "secretdb", "127.0.0.1", ":1", "dial", "connect"} {
+		require.NotContains(t, rec.Body.String(), leak)
+	}
 }

@@ -17,8 +17,8 @@ const (
 	reasonNoContact = "no_contact" // neither the stored contact nor "to" has an address for it
 )
 
-// loadAcceptContext reads, in one round trip inside the accepting transaction, everything a
-// POST needs besides its body: the transaction's clock, an earlier notification with the same
+// loadAcceptContext reads, in one round trip, everything a POST needs besides its body: the
+// database clock, an earlier notification with the same
 // Idempotency-Key, the template (with its content), the user's locale, which addresses the user's contact holds, and the user's
 // preferences. Every part is a LEFT JOIN so that one row always comes back.
 const loadAcceptContext = `

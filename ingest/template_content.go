@@ -13,7 +13,8 @@ import (
 )
 
 // Template content is checked twice with the senders' engine (senders/templates): its shape
-// and syntax when it is stored (PUT, 400 invalid_template), and whether it renders with a
+// and syntax when it is stored (PUT, 400 invalid_template), and its limits (PUT, 422
+// template_not_allowed: nothing that could run unbounded is stored), and whether it renders with a
 // notification's payload when a notification is accepted (POST, 422 template_render_failed),
 // so that a missing variable is refused at ingest instead of failing the delivery at send
 // time. Content that is the empty object is not checked: dispatch renders it with its
@@ -34,7 +35,10 @@ func checkTemplateContent(content []byte, channels []herald.Channel) error {
 		return nil
 	}
 	has, err := templates.Channels(content)
-	if err != nil {
+	switch {
+	case errors.Is(err, templates.ErrNotAllowed):
+		return templateNotAllowed(strings.TrimPrefix(err.Error(), templates.ErrNotAllowed.Error()+": "))
+	case err != nil:
 		return invalidTemplate(strings.TrimPrefix(err.Error(), templates.ErrInvalid.Error()+": "))
 	}
 	for _, c := range has {
@@ -59,10 +63,21 @@ func invalidTemplate(msg string) *apiError {
 	}
 }
 
+// templateNotAllowed is the 422 answer to content that parses but could run unbounded or
+// exceeds a limit (docs/senders.md "Template limits"); msg names the field and the reason.
+func templateNotAllowed(msg string) *apiError {
+	return &apiError{
+		status: http.StatusUnprocessableEntity, code: codeTemplateNotAllowed, title: "Template not allowed",
+		detail: msg, fields: []fieldError{{Field: "content", Message: msg}},
+	}
+}
+
 // checkRender renders non-empty template content once for every channel that gets a delivery,
 // in locale, with payload, and returns a 422 template_render_failed when one fails. The
 // rendered content is discarded: dispatch renders again at send time with the then current
-// locale. Compiled templates are cached by the engine, so this costs one execution per channel.
+// locale. Compiled templates are cached by the engine, so this costs one execution per
+// channel. It runs before the notification is written, outside any transaction, and every
+// render is bounded by the engine's output and step budget.
 func checkRender(content []byte, locale string, deliver []herald.Channel, payload []byte) error {
 	if emptyContent(content) {
 		return nil

@@ -113,7 +113,7 @@ SQL
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 step "herald serve --roles ingest on 127.0.0.1:$PORT, pool $POOL"
 # shellcheck disable=SC2086 # BENCH_HERALD_ENV is a list of NAME=value words
-env ${BENCH_HERALD_ENV:-} "$TMP/herald" serve --roles ingest --http-addr "127.0.0.1:$PORT" \
+env ${BENCH_HERALD_ENV:-} "$TMP/herald" serve --roles ingest --http-addr "127.0.0.1:$PORT" --admin-addr '' \
 	--database-url "$DB_URL" --database-max-conns "$POOL" --log-level warn >"$TMP/herald.log" 2>&1 &
 HERALD_PID=$!
 for i in $(seq 300); do

@@ -50,7 +50,7 @@ go build -o "$TMP/herald" ./cmd/herald
 psql "$ADMIN_URL" -qAtc "CREATE DATABASE $RUN"
 "$TMP/herald" migrate --database-url "$DB_URL" >/dev/null
 
-"$TMP/herald" serve --roles relay,dispatch --database-url "$DB_URL" --http-addr 127.0.0.1:0 \
+"$TMP/herald" serve --roles relay,dispatch --database-url "$DB_URL" --http-addr 127.0.0.1:0 --admin-addr '' \
 	--relay-slot "$RUN" --relay-publication "$RUN" \
 	--topic-high "bench-mem-$$.high" --topic-normal "bench-mem-$$.normal" --topic-low "bench-mem-$$.low" \
 	--dispatch-group-high "$RUN-high" --dispatch-group-normal "$RUN-normal" --dispatch-group-low "$RUN-low" \

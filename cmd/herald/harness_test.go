@@ -207,6 +207,7 @@ func newStack(t *testing.T) *stack {
 		"--relay-slot", g, "--relay-publication", g + "_pub",
 		"--kafka-session-timeout", "6s",
 		"--log-format", "json", "--shutdown-timeout", "5s",
+		"--admin-addr", "", // tests run in parallel: each that wants the admin listener names its own
 	}
 	for _, p := range []string{"high", "normal", "low"} {
 		args = append(args, "--topic-"+p, topics[p], "--dispatch-group-"+p, g+"_"+p)

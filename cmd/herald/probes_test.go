@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -24,4 +25,28 @@ func TestProbesWithoutIngestRole(t *testing.T) {
 	require.Equal(t, "ok", live.Status)
 
 	require.Equal(t, http.StatusNotFound, doJSON(t, http.MethodGet, "http://"+addr+"/api/templates/otp", key, "", nil))
+}
+
+// The API listener serves no metrics; the admin listener serves them (Prometheus text),
+// pprof and the probes.
+func TestAdminListener(t *testing.T) {
+	t.Parallel()
+	st := newStack(t)
+	sm := startSim(t)
+	addr, admin := freeAddr(t), freeAddr(t)
+	st.serve(t, "serve", addr, sm, "--admin-addr", admin)
+
+	require.Equal(t, http.StatusNotFound, doJSON(t, http.MethodGet, "http://"+addr+"/metrics", "", "", nil))
+	require.Equal(t, http.StatusNotFound, doJSON(t, http.MethodGet, "http://"+addr+"/debug/pprof/", "", "", nil))
+
+	status, body, err := tryJSON(context.Background(), http.MethodGet, "http://"+admin+"/metrics", "", "", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(body), "# TYPE go_goroutines gauge")
+	require.Contains(t, string(body), "http_server_request")
+	require.Equal(t, http.StatusOK, doJSON(t, http.MethodGet, "http://"+admin+"/debug/pprof/", "", "", nil))
+	var ready struct{ Status string }
+	doJSON(t, http.MethodGet, "http://"+admin+"/readyz", "", "", &ready, http.StatusOK)
+	require.Equal(t, "ready", ready.Status)
+	require.Equal(t, http.StatusNotFound, doJSON(t, http.MethodGet, "http://"+admin+"/api/templates/otp", "", "", nil))
 }

@@ -53,10 +53,10 @@ type scaleOut struct {
 	dispatchers []*dispatcher
 }
 
-// dispatcher is a `--roles dispatch` process and the address of its /metrics.
+// dispatcher is a `--roles dispatch` process and the address of its admin listener (/metrics).
 type dispatcher struct {
 	*proc
-	addr string
+	admin string
 }
 
 func newScaleOut(t *testing.T) *scaleOut {
@@ -92,9 +92,10 @@ func newScaleOut(t *testing.T) *scaleOut {
 		return streaming
 	})
 	for i := 1; i <= scaleDispatchers; i++ {
-		addr := freeAddr(t)
-		args := append([]string{"--roles", "dispatch", "--dispatch-concurrency-normal", strconv.Itoa(scaleConcurrency)}, fastRecovery...)
-		s.dispatchers = append(s.dispatchers, &dispatcher{proc: e.st.serve(t, fmt.Sprintf("dispatch-%d", i), addr, e.sim, args...), addr: addr})
+		addr, admin := freeAddr(t), freeAddr(t)
+		args := append([]string{"--roles", "dispatch", "--dispatch-concurrency-normal", strconv.Itoa(scaleConcurrency),
+			"--admin-addr", admin}, fastRecovery...)
+		s.dispatchers = append(s.dispatchers, &dispatcher{proc: e.st.serve(t, fmt.Sprintf("dispatch-%d", i), addr, e.sim, args...), admin: admin})
 	}
 	s.waitGroup(t, scaleDispatchers)
 	return s
@@ -166,7 +167,7 @@ func (s *scaleOut) insertDeliveries(t *testing.T, n int) []string {
 // sent returns how many attempts a dispatch process recorded SENT, from its /metrics.
 func (d *dispatcher) sent(t *testing.T) int {
 	t.Helper()
-	resp, err := httpClient.Get("http://" + d.addr + "/metrics")
+	resp, err := httpClient.Get("http://" + d.admin + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -1,25 +1,20 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/dispatch"
-	"github.com/heraldhq/herald/senders"
 	"github.com/heraldhq/herald/senders/apns"
 	"github.com/heraldhq/herald/senders/fcm"
 	"github.com/heraldhq/herald/senders/push"
 	"github.com/heraldhq/herald/senders/smtp"
-	"github.com/heraldhq/herald/senders/templates"
 	"github.com/heraldhq/herald/senders/twilio"
 	"github.com/heraldhq/herald/senders/webhook"
 )
@@ -202,34 +197,4 @@ func (s *senderFlags) logChannels(log *zap.Logger, out map[herald.Channel]dispat
 				zap.String("configure", missing[ch]))
 		}
 	}
-}
-
-// templateRenderer is dispatch's Renderer on senders/templates. A template stored without
-// content ({} or null) renders as dispatch.DefaultRenderer does (its name as the text, the
-// payload as the webhook body), and a WEBHOOK delivery whose template has no WEBHOOK content
-// gets the sender's envelope; any other failure (a missing variable, no content for the
-// channel) ends the delivery FAILED.
-type templateRenderer struct{}
-
-func (templateRenderer) Render(ctx context.Context, t dispatch.Template, locale string, ch herald.Channel, payload json.RawMessage) (senders.Content, error) {
-	if emptyContent(t.Content) {
-		return dispatch.DefaultRenderer{}.Render(ctx, t, locale, ch, payload)
-	}
-	c, err := templates.Render(t.Content, locale, ch, payload)
-	if err != nil && ch == herald.ChannelWebhook && errors.Is(err, templates.ErrNoContent) {
-		return senders.Content{}, nil
-	}
-	if err != nil {
-		return senders.Content{}, fmt.Errorf("template %s: %w", t.Name, err)
-	}
-	return c, nil
-}
-
-func emptyContent(c json.RawMessage) bool {
-	s := strings.TrimSpace(string(c))
-	if s == "" || s == "null" {
-		return true
-	}
-	var m map[string]json.RawMessage
-	return json.Unmarshal(c, &m) == nil && len(m) == 0
 }

@@ -141,31 +141,3 @@ func TestBuildSenderModes(t *testing.T) {
 	_, _, err = s.build(zap.NewNop(), sendertest.WebhookSecrets(nil))
 	require.ErrorContains(t, err, "--fcm-credentials-file")
 }
-
-func TestTemplateRenderer(t *testing.T) {
-	ctx := context.Background()
-	tpl := dispatch.Template{Name: "otp", Content: json.RawMessage(`{
-		"SMS": {"default": {"text": "Code {{.code}}"}, "ja": {"text": "コード {{.code}}"}},
-		"EMAIL": {"default": {"subject": "S", "html": "<b>{{.code}}</b>"}}}`)}
-	payload := json.RawMessage(`{"code": "<1>"}`)
-	var r dispatch.Renderer = templateRenderer{}
-
-	c, err := r.Render(ctx, tpl, "ja-JP", herald.ChannelSMS, payload)
-	require.NoError(t, err)
-	require.Equal(t, "コード <1>", c.Text)
-	c, err = r.Render(ctx, tpl, "", herald.ChannelEmail, payload)
-	require.NoError(t, err)
-	require.Equal(t, "<b>&lt;1&gt;</b>", c.HTML)
-
-	c, err = r.Render(ctx, tpl, "", herald.ChannelWebhook, payload)
-	require.NoError(t, err, "a webhook without template JSON is sent as the envelope")
-	require.Empty(t, c.JSON)
-	_, err = r.Render(ctx, tpl, "", herald.ChannelPush, payload)
-	require.ErrorContains(t, err, "otp")
-	_, err = r.Render(ctx, tpl, "", herald.ChannelSMS, json.RawMessage(`{}`))
-	require.Error(t, err, "a missing variable fails the render")
-
-	c, err = r.Render(ctx, dispatch.Template{Name: "bare", Content: json.RawMessage(`{}`)}, "", herald.ChannelSMS, payload)
-	require.NoError(t, err)
-	require.Equal(t, "bare", c.Text, "a template without content renders as dispatch's default")
-}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +33,7 @@ type serveConfig struct {
 	commonConfig
 	Roles           []string
 	HTTPAddr        string
+	AdminAddr       string
 	KafkaBrokers    []string
 	Kafka           kafkaConn
 	RedisAddr       string
@@ -47,12 +51,13 @@ type serveConfig struct {
 func (c *serveConfig) register(f *envFlags) {
 	c.commonConfig.register(f)
 	f.Strings(&c.Roles, "roles", allRoles, "roles this process runs: ingest, relay, dispatch")
-	f.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API, /healthz, /readyz and /metrics")
+	f.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API, /healthz and /readyz")
+	f.String(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "address of /metrics, /debug/pprof/ and the probes, unauthenticated: keep it private; empty disables")
 	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
 	c.Kafka.register(f)
 	f.String(&c.RedisAddr, "redis-addr", "127.0.0.1:56379", "Redis address")
 	c.Redis.register(f)
-	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take to finish in-flight work")
+	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take, whatever is in flight: work still running then is abandoned and the process exits non-zero")
 	f.String(&c.TemplatesDir, "templates-dir", "", "directory of NAME.json templates (the body of PUT /api/templates/NAME) stored at start-up")
 	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
 	c.Topics.register(f)
@@ -109,6 +114,9 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush of stderr
+	// Deferred first, so it runs last: the watchdog covers the closes and flushes below.
+	wd := newWatchdog(log, c.ShutdownTimeout)
+	defer wd.finish()
 
 	tel, err := setupTelemetry(ctx, version)
 	if err != nil {
@@ -140,12 +148,11 @@ func runServe(ctx context.Context, args []string) error {
 		log.Info("templates seeded", zap.String("dir", c.TemplatesDir), zap.Strings("names", names))
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tel.metrics)
 	api, err := ingest.New(c.Ingest, pool, log)
 	if err != nil {
 		return err
 	}
+	mux := http.NewServeMux()
 	if c.has("ingest") {
 		mux.Handle("/", api.Handler())
 	} else { // the probes only: the same answers as an ingest process
@@ -155,14 +162,14 @@ func runServe(ctx context.Context, args []string) error {
 
 	// Every component is built before any goroutine starts: a component that fails to build
 	// must not leave the others running without an owner.
-	var runs []func(context.Context) error
+	var runs []component
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)
 		if err != nil {
 			return err
 		}
 		defer closeRelay()
-		runs = append(runs, relay.Run)
+		runs = append(runs, component{"relay", relay.Run})
 	}
 	if c.has("dispatch") {
 		d, closeDispatch, err := newDispatcher(c, pool, log)
@@ -170,26 +177,61 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		defer closeDispatch()
-		runs = append(runs, d.Run)
+		runs = append(runs, component{"dispatch", d.Run})
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(ctx, log, c.HTTPAddr, mux, c.ShutdownTimeout) })
+	wd.start(ctx)
+	drain := drainTimeout(c.ShutdownTimeout)
+	g.Go(func() error {
+		defer wd.track("http requests")()
+		return serveHTTP(ctx, log, "http", c.HTTPAddr, mux, drain)
+	})
+	if c.AdminAddr != "" {
+		g.Go(func() error {
+			defer wd.track("admin requests")()
+			return serveHTTP(ctx, log, "admin", c.AdminAddr, adminHandler(tel.metrics, api.Handler()), drain)
+		})
+	}
 	for _, run := range runs {
-		g.Go(func() error { return run(ctx) })
+		g.Go(func() error {
+			defer wd.track(run.name)()
+			return run.run(ctx)
+		})
 	}
 	log.Info("connections", c.connFields()...)
-	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr), zap.String("version", version))
+	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr),
+		zap.String("admin_addr", c.AdminAddr), zap.String("version", version))
 	err = g.Wait()
+	wd.track("closing connections and flushing telemetry") // until the process ends
+	if errors.Is(err, errAbandoned) {
+		log.Error("shutdown abandoned work", zap.Error(err))
+	}
 	log.Info("herald stopped")
 	return err
 }
 
+// component is a named Run of the process.
+type component struct {
+	name string
+	run  func(context.Context) error
+}
+
 // serveHTTP serves h on addr until ctx ends, then stops accepting and gives in-flight
-// requests up to timeout to finish.
-func serveHTTP(ctx context.Context, log *zap.Logger, addr string, h http.Handler, timeout time.Duration) error {
+// requests up to drain to finish. Requests still running then have their context cancelled
+// (so that a query waiting on a lock gives its connection back) and are cut off: the error
+// wraps errAbandoned and says how many.
+func serveHTTP(ctx context.Context, log *zap.Logger, name, addr string, h http.Handler, drain time.Duration) error {
+	requests, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	var inFlight atomic.Int64
 	srv := &http.Server{
-		Addr:              addr,
-		Handler:           h,
+		Addr: addr,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			h.ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return requests },
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -199,17 +241,36 @@ func serveHTTP(ctx context.Context, log *zap.Logger, addr string, h http.Handler
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server on %s: %w", addr, err)
+		return fmt.Errorf("%s server on %s: %w", name, addr, err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
-	log.Info("http server draining", zap.Duration("timeout", timeout))
+	log.Info("http server draining", zap.String("server", name), zap.Duration("timeout", drain))
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("http server shutdown: %w", err)
+		n := inFlight.Load()
+		cancelRequests()
+		_ = srv.Close()
+		<-errc
+		return fmt.Errorf("%s server: in-flight requests cut off: %d: %w", name, n, errAbandoned)
 	}
 	<-errc
 	return nil
+}
+
+// adminHandler serves the admin listener: Prometheus metrics, pprof and the probes. It is
+// meant for a private address (default loopback): nothing on it asks for a key.
+func adminHandler(metrics, api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/healthz", api)
+	mux.Handle("/readyz", api)
+	return mux
 }
 
 // relayPoolConns sizes the relay's own pool: the marker, the sweeper, the reaper and the lag
@@ -246,7 +307,7 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 }
 
 func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatch.Dispatcher, func(), error) {
-	cfg, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, c.ShutdownTimeout)
+	cfg, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, drainTimeout(c.ShutdownTimeout))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,7 +319,6 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.Renderer = templateRenderer{}
 	snd, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err

@@ -19,6 +19,7 @@ if ! "$STACK_SH" up mailpit; then
 fi
 eval "$("$STACK_SH" env)"
 export HERALD_HTTP_ADDR="${HERALD_HTTP_ADDR:-127.0.0.1:8080}"
+export HERALD_ADMIN_ADDR="${HERALD_ADMIN_ADDR:-127.0.0.1:9090}"
 mailpit_smtp="${HERALD_SMTP_ADDR:-}"
 
 echo "run: building bin/herald" >&2
@@ -71,6 +72,7 @@ herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running
 dev API key: $key  (scope operator: every route)
 webhook signing secret of this key: $webhook_secret  (Standard Webhooks; the simulator checks it)
 provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
+metrics and pprof (admin listener, no key): http://$HERALD_ADMIN_ADDR/metrics  http://$HERALD_ADMIN_ADDR/debug/pprof/
 
 # templates otp and order_shipped are seeded from deploy/local/templates/ (--templates-dir);
 # GET $base/api/templates/otp shows one. Once: a user with every contact

@@ -10,24 +10,20 @@ import (
 
 // compileJSON decodes a webhook JSON template and parses every string in it (object keys
 // excepted) as a text template. Numbers keep their literal form.
-func compileJSON(raw json.RawMessage, field string) (any, error) {
+func compileJSON(raw json.RawMessage, field string, parse func(field, text string) (*ttemplate.Template, error)) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
 	}
-	return compileValue(v, field)
+	return compileValue(v, field, parse)
 }
 
-func compileValue(v any, path string) (any, error) {
+func compileValue(v any, path string, parse func(field, text string) (*ttemplate.Template, error)) (any, error) {
 	switch x := v.(type) {
 	case string:
-		t, err := ttemplate.New(path).Option("missingkey=error").Parse(x)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
-		}
-		return t, nil
+		return parse(path, x)
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
@@ -36,7 +32,7 @@ func compileValue(v any, path string) (any, error) {
 		sort.Strings(keys) // report the first error deterministically
 		out := make(map[string]any, len(x))
 		for _, k := range keys {
-			c, err := compileValue(x[k], path+"."+k)
+			c, err := compileValue(x[k], path+"."+k, parse)
 			if err != nil {
 				return nil, err
 			}
@@ -46,7 +42,7 @@ func compileValue(v any, path string) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			c, err := compileValue(e, fmt.Sprintf("%s[%d]", path, i))
+			c, err := compileValue(e, fmt.Sprintf("%s[%d]", path, i), parse)
 			if err != nil {
 				return nil, err
 			}
@@ -59,14 +55,14 @@ func compileValue(v any, path string) (any, error) {
 
 // execJSON renders a compiled JSON template into a value json.Marshal encodes; rendered
 // strings are JSON-escaped by the encoder, so a payload value cannot break the structure.
-func execJSON(v any, data any, path string) (any, error) {
+func execJSON(v any, data any, path string, b *budget) (any, error) {
 	switch x := v.(type) {
 	case *ttemplate.Template:
-		return execText(x, data, path)
+		return execText(x, data, path, b)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			r, err := execJSON(e, data, path+"."+k)
+			r, err := execJSON(e, data, path+"."+k, b)
 			if err != nil {
 				return nil, err
 			}
@@ -76,7 +72,7 @@ func execJSON(v any, data any, path string) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := execJSON(e, data, fmt.Sprintf("%s[%d]", path, i))
+			r, err := execJSON(e, data, fmt.Sprintf("%s[%d]", path, i), b)
 			if err != nil {
 				return nil, err
 			}

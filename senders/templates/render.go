@@ -2,12 +2,10 @@ package templates
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	htemplate "html/template"
 	"strings"
-	"sync"
 	ttemplate "text/template"
 
 	"github.com/heraldhq/herald"
@@ -20,6 +18,7 @@ type compiled struct {
 	email   map[string]*compiledEmail
 	sms     map[string]*ttemplate.Template
 	webhook map[string]any // decoded JSON whose strings are *ttemplate.Template
+	weight  int            // estimated bytes of memory held, for the cache's budget
 }
 
 type compiledEmail struct {
@@ -67,8 +66,9 @@ func Render(content json.RawMessage, locale string, channel herald.Channel, payl
 	if err != nil {
 		return senders.Content{}, err
 	}
+	b := newBudget()
 	for _, name := range Chain(locale) {
-		out, ok, err := c.render(channel, name, data)
+		out, ok, err := c.render(channel, name, data, b)
 		if err != nil {
 			return senders.Content{}, err
 		}
@@ -80,7 +80,7 @@ func Render(content json.RawMessage, locale string, channel herald.Channel, payl
 }
 
 // render renders channel's content for exactly one locale; ok is false when it has none.
-func (c *compiled) render(channel herald.Channel, locale string, data any) (out senders.Content, ok bool, err error) {
+func (c *compiled) render(channel herald.Channel, locale string, data any, b *budget) (out senders.Content, ok bool, err error) {
 	field := string(channel) + "." + locale + "."
 	switch channel {
 	case herald.ChannelPush:
@@ -88,8 +88,8 @@ func (c *compiled) render(channel herald.Channel, locale string, data any) (out 
 		if p == nil {
 			return out, false, nil
 		}
-		if out.Title, err = execText(p[0], data, field+"title"); err == nil {
-			out.Body, err = execText(p[1], data, field+"body")
+		if out.Title, err = execText(p[0], data, field+"title", b); err == nil {
+			out.Body, err = execText(p[1], data, field+"body", b)
 		}
 		out.Title = oneLine(out.Title)
 	case herald.ChannelEmail:
@@ -97,31 +97,31 @@ func (c *compiled) render(channel herald.Channel, locale string, data any) (out 
 		if e == nil {
 			return out, false, nil
 		}
-		out.Subject, err = execText(e.subject, data, field+"subject")
+		out.Subject, err = execText(e.subject, data, field+"subject", b)
 		out.Subject = oneLine(out.Subject)
 		if err == nil && e.text != nil {
-			out.Text, err = execText(e.text, data, field+"text")
+			out.Text, err = execText(e.text, data, field+"text", b)
 		}
 		if err == nil && e.html != nil {
-			var b bytes.Buffer
-			if xerr := e.html.Execute(&b, data); xerr != nil {
-				err = fmt.Errorf("%w: %s: %v", ErrRender, field+"html", xerr)
+			w := &writer{b: b}
+			if xerr := e.html.Execute(w, data); xerr != nil {
+				err = renderError(field+"html", xerr)
 			}
-			out.HTML = b.String()
+			out.HTML = w.out.String()
 		}
 	case herald.ChannelSMS:
 		t := c.sms[locale]
 		if t == nil {
 			return out, false, nil
 		}
-		out.Text, err = execText(t, data, field+"text")
+		out.Text, err = execText(t, data, field+"text", b)
 	case herald.ChannelWebhook:
 		w, found := c.webhook[locale]
 		if !found {
 			return out, false, nil
 		}
 		var v any
-		if v, err = execJSON(w, data, field+"json"); err == nil {
+		if v, err = execJSON(w, data, field+"json", b); err == nil {
 			out.JSON, err = json.Marshal(v)
 		}
 	default:
@@ -134,6 +134,9 @@ func (c *compiled) render(channel herald.Channel, locale string, data any) (out 
 }
 
 func compile(content json.RawMessage) (*compiled, error) {
+	if len(content) > MaxContentBytes {
+		return nil, fmt.Errorf("%w: content is larger than %d bytes", ErrNotAllowed, MaxContentBytes)
+	}
 	c, err := decode(content)
 	if err != nil {
 		return nil, err
@@ -143,6 +146,7 @@ func compile(content json.RawMessage) (*compiled, error) {
 		email:   map[string]*compiledEmail{},
 		sms:     map[string]*ttemplate.Template{},
 		webhook: map[string]any{},
+		weight:  len(content),
 	}
 	// parse parses one text template, keeping the first error.
 	parse := func(field, text string) *ttemplate.Template {
@@ -150,9 +154,7 @@ func compile(content json.RawMessage) (*compiled, error) {
 			return nil
 		}
 		var t *ttemplate.Template
-		if t, err = ttemplate.New(field).Option("missingkey=error").Parse(text); err != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
-		}
+		t, err = out.text(field, text)
 		return t
 	}
 	for _, loc := range sortedKeys(c.Push) {
@@ -168,9 +170,7 @@ func compile(content json.RawMessage) (*compiled, error) {
 			ce.text = parse(f+"text", e.Text)
 		}
 		if e.HTML != "" && err == nil {
-			if ce.html, err = htemplate.New(f + "html").Option("missingkey=error").Parse(e.HTML); err != nil {
-				err = fmt.Errorf("%w: %shtml: %v", ErrInvalid, f, err)
-			}
+			ce.html, err = out.html(f+"html", e.HTML)
 		}
 		out.email[loc] = ce
 	}
@@ -181,7 +181,7 @@ func compile(content json.RawMessage) (*compiled, error) {
 	for _, loc := range sortedKeys(c.Webhook) {
 		w := c.Webhook[loc]
 		if err == nil {
-			out.webhook[loc], err = compileJSON(w.JSON, "WEBHOOK."+loc+".json")
+			out.webhook[loc], err = compileJSON(w.JSON, "WEBHOOK."+loc+".json", out.text)
 		}
 	}
 	if err != nil {
@@ -190,34 +190,41 @@ func compile(content json.RawMessage) (*compiled, error) {
 	return out, nil
 }
 
-// The compiled-template cache: dispatch renders the same few templates thousands of times a
-// second. Keyed by the content's hash, bounded by clearing when full.
-var cache = struct {
-	sync.Mutex
-	m map[[32]byte]*compiled
-}{m: make(map[[32]byte]*compiled)}
+// Estimated memory of a compiled template, in bytes, beyond its text: measured with
+// TestCacheWeightCoversMemory.
+const (
+	templateWeight = 1536
+	nodeWeight     = 96
+)
 
-const cacheMax = 1024
-
-func cached(content json.RawMessage) (*compiled, error) {
-	key := sha256.Sum256(content)
-	cache.Lock()
-	c := cache.m[key]
-	cache.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	c, err := compile(content)
+// text parses, checks (limits.go) and meters (budget.go) one text/template.
+func (c *compiled) text(field, text string) (*ttemplate.Template, error) {
+	tree, nodes, err := parseText(field, text)
 	if err != nil {
 		return nil, err
 	}
-	cache.Lock()
-	if len(cache.m) >= cacheMax {
-		clear(cache.m)
+	meter(tree)
+	c.weight += templateWeight + nodes*nodeWeight
+	t, err := ttemplate.New(field).Option("missingkey=error").AddParseTree(field, tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
 	}
-	cache.m[key] = c
-	cache.Unlock()
-	return c, nil
+	return t, nil
+}
+
+// html is text for an html/template, whose escaping is added to the checked tree.
+func (c *compiled) html(field, text string) (*htemplate.Template, error) {
+	tree, nodes, err := parseText(field, text)
+	if err != nil {
+		return nil, err
+	}
+	meter(tree)
+	c.weight += 2*templateWeight + 2*nodes*nodeWeight // the escaper adds to the tree
+	t, err := htemplate.New(field).Option("missingkey=error").AddParseTree(field, tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
+	}
+	return t, nil
 }
 
 func decodePayload(payload json.RawMessage) (any, error) {
@@ -236,12 +243,20 @@ func decodePayload(payload json.RawMessage) (any, error) {
 	return v, nil
 }
 
-func execText(t *ttemplate.Template, data any, field string) (string, error) {
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrRender, field, err)
+// execText runs t with data, charging its output to b.
+func execText(t *ttemplate.Template, data any, field string, b *budget) (string, error) {
+	w := &writer{b: b}
+	if err := t.Execute(w, data); err != nil {
+		return "", renderError(field, err)
 	}
-	return b.String(), nil
+	return w.out.String(), nil
+}
+
+func renderError(field string, err error) error {
+	if overBudget(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRender, field, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrRender, field, err)
 }
 
 // oneLine folds line breaks (a subject or title is a single line).

@@ -144,13 +144,50 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// fuzzSeeds are template texts for the fuzz tests: everyday ones and the refused ones.
+var fuzzSeeds = []string{
+	bomb,
+	`{{.a}}`,
+	`{{range .a}}{{range $.a}}{{$}}{{end}}{{end}}`,
+	`{{range $i, $e := .a}}{{printf "%5d %.2f" $i $e}}{{end}}`,
+	`{{with .a}}{{range .}}{{if eq . "x"}}{{break}}{{end}}{{.}}{{end}}{{else}}none{{end}}`,
+	`{{$x := .a}}{{range $x}}{{$x = .}}{{end}}`,
+	`{{printf "%*d" 900000000 0}}`,
+	`{{define "x"}}{{template "x"}}{{end}}{{template "x"}}`,
+}
+
+// FuzzValidate checks the property that makes templates safe: content Validate accepts
+// renders, with any payload, without panicking and within the output limit.
+func FuzzValidate(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s, `{"a":[1,2,"x",{"b":[3]}],"n":9000000000000000000}`)
+	}
+	f.Fuzz(func(t *testing.T, text, data string) {
+		content := sms(text)
+		if Validate(content) != nil {
+			return
+		}
+		c, err := Render(content, "", herald.ChannelSMS, json.RawMessage(data))
+		if err == nil {
+			require.LessOrEqual(t, len(c.Text), MaxOutputBytes)
+		}
+	})
+}
+
 func FuzzRender(f *testing.F) {
 	f.Add(otp, "ja-JP", payload)
 	f.Add(`{"SMS":{"default":{"text":"{{.a}}"}}}`, "en", `{"a":1}`)
+	for _, s := range fuzzSeeds {
+		f.Add(string(sms(s)), "", `{"a":[1,2,3]}`)
+	}
 	f.Fuzz(func(t *testing.T, content, locale, data string) {
 		for _, ch := range herald.Channels {
 			c, err := Render(json.RawMessage(content), locale, ch, json.RawMessage(data))
-			if err == nil && ch == herald.ChannelWebhook {
+			if err != nil {
+				continue
+			}
+			require.LessOrEqual(t, len(c.Title)+len(c.Body)+len(c.Subject)+len(c.Text)+len(c.HTML), MaxOutputBytes)
+			if ch == herald.ChannelWebhook {
 				require.True(t, json.Valid(c.JSON))
 			}
 		}
