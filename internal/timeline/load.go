@@ -57,7 +57,8 @@ func Load(ctx context.Context, db DB, id, clientID string) (*Timeline, error) {
 	}
 	b := &pgx.Batch{}
 	b.Queue(selectDeliveries, id, client)
-	b.Queue(selectAttempts, id)
+	attempts := map[string][]Attempt{}
+	QueueAttemptLog(b, id, attempts)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 
@@ -85,8 +86,7 @@ func Load(ctx context.Context, db DB, id, clientID string) (*Timeline, error) {
 	if tl == nil {
 		return nil, ErrNotFound
 	}
-	attempts, err := scanAttempts(br)
-	if err != nil {
+	if err := br.Close(); err != nil { // runs QueueAttemptLog's callback
 		return nil, fmt.Errorf("read attempts of %s: %w", id, err)
 	}
 	for i := range tl.Deliveries {
@@ -140,32 +140,32 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 	return d, true, nil
 }
 
-func scanAttempts(br pgx.BatchResults) (map[string][]Attempt, error) {
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]Attempt{}
-	for rows.Next() {
-		var (
-			a              Attempt
-			did, stored    string
-			provider, code *string
-		)
-		if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt); err != nil {
-			rows.Close()
-			return nil, err
+// QueueAttemptLog queues the read of the attempt log of every delivery of notification ref
+// (or of the notification of delivery ref) on b; when the batch has run, into holds each
+// delivery's attempts by delivery id, in attempt order. It lets a caller read the log in the
+// round trip of its own queries (GET /api/notifications/{id} does).
+func QueueAttemptLog(b *pgx.Batch, ref string, into map[string][]Attempt) {
+	b.Queue(selectAttempts, ref).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				a              Attempt
+				did, stored    string
+				provider, code *string
+			)
+			if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt); err != nil {
+				return err
+			}
+			a.Outcome, a.ErrorClass = attemptOutcome(stored)
+			a.Provider, a.ProviderCode = deref(provider), deref(code)
+			a.Started, a.Finished = a.Started.UTC(), a.Finished.UTC()
+			if a.NextAttemptAt != nil {
+				u := a.NextAttemptAt.UTC()
+				a.NextAttemptAt = &u
+			}
+			into[did] = append(into[did], a)
 		}
-		a.Outcome, a.ErrorClass = attemptOutcome(stored)
-		a.Provider, a.ProviderCode = deref(provider), deref(code)
-		a.Started, a.Finished = a.Started.UTC(), a.Finished.UTC()
-		if a.NextAttemptAt != nil {
-			u := a.NextAttemptAt.UTC()
-			a.NextAttemptAt = &u
-		}
-		out[did] = append(out[did], a)
-	}
-	return out, rows.Err()
+		return rows.Err()
+	})
 }
 
 // Resolve turns what an operator has in hand into a notification id: a notification id or a
