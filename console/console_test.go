@@ -153,9 +153,19 @@ func TestConsoleShowsNoPersonalData(t *testing.T) {
 	require.Contains(t, lag, `http-equiv="refresh"`)
 	require.Regexp(t, `<td>sim-sms</td><td class="num">2</td><td class="num">0.0</td><td class="num">\d</td><td class="num">50</td>`, lag)
 	require.Contains(t, lag, "not configured in this process")
+	// Due PENDING and QUEUED per lane: NORMAL and LOW have one due PENDING row each.
+	lanes := map[string]string{}
+	for _, row := range strings.Split(lag, "<tr>") {
+		if m := laneRow.FindStringSubmatch(row); m != nil {
+			lanes[m[1]] = m[2] + " due, " + m[3] + " queued"
+		}
+	}
+	require.Equal(t, map[string]string{"HIGH": "0 due, 0 queued", "NORMAL": "1 due, 0 queued", "LOW": "1 due, 0 queued"}, lanes)
 	require.Contains(t, lag, "no such slot")
 	require.Equal(t, http.StatusNotFound, e.get(c, "/console/notifications/0193a0b0-0000-7000-8000-000000000000").status)
 }
+
+var laneRow = regexp.MustCompile(`^<td>(HIGH|NORMAL|LOW)</td>(?s:.*)<td class="num">(\d+)</td><td class="num">[^<]+</td><td class="num">(\d+)</td></tr>`)
 
 var rowLink = regexp.MustCompile(`href="/console/notifications/[0-9a-f-]{36}" class="mono">([0-9a-f-]{36})</a>`)
 var nextLink = regexp.MustCompile(`href="/console/\?([^"]+)" id="next"`)

@@ -86,11 +86,12 @@ SELECT provider, sum(calls)::bigint, max(calls)::bigint
 func (c *Console) lag(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d := lagData{At: time.Now().UTC(), Refresh: lagRefresh}
+	d.Lanes = make([]laneLag, len(herald.Priorities))
 	byPriority := map[herald.Priority]*laneLag{}
-	for _, p := range herald.Priorities {
+	for i, p := range herald.Priorities {
 		l := c.cfg.Lanes[p]
-		d.Lanes = append(d.Lanes, laneLag{Priority: string(p), Topic: l.Topic, Group: l.Group})
-		byPriority[p] = &d.Lanes[len(d.Lanes)-1]
+		d.Lanes[i] = laneLag{Priority: string(p), Topic: l.Topic, Group: l.Group}
+		byPriority[p] = &d.Lanes[i]
 	}
 	if err := c.readLaneRows(ctx, byPriority); err != nil {
 		c.fail(w, http.StatusInternalServerError, "the lanes could not be read", err)
