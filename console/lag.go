@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -100,7 +101,7 @@ func (c *Console) lag(w http.ResponseWriter, r *http.Request) {
 	d.Slot.Name = c.cfg.Slot
 	err := c.pool.QueryRow(ctx, selectSlotLag, c.cfg.Slot).Scan(&d.Slot.Active, &d.Slot.Bytes, &d.Slot.Pending)
 	d.Slot.Found = err == nil
-	if err != nil && err != pgx.ErrNoRows {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		c.fail(w, http.StatusInternalServerError, "the replication slot could not be read", err)
 		return
 	}
