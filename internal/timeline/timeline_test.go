@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -175,4 +176,28 @@ func TestTimelineKeepsFirstAndLastStepsOfALongHistory(t *testing.T) {
 	for i := 1; i < len(steps); i++ {
 		require.False(t, steps[i].At.Before(steps[i-1].At), "steps stay in time order")
 	}
+}
+
+// TestTimelineOfASuppressedNotification: a notification whose every channel was suppressed
+// has a timeline without deliveries, and says so.
+func TestTimelineOfASuppressedNotification(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	client := deliverytest.Client(t, pool)
+	id := uuid.Must(uuid.NewV7())
+	ok, err := delivery.Insert(ctx, pool, delivery.Notification{ID: id, ClientID: client, IdempotencyKey: "k",
+		RequestHash: []byte{1}, UserID: 3, Template: "promo", Category: "marketing", Priority: herald.PriorityLow,
+		Response: []byte(`{}`)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	tl, err := timeline.Load(ctx, pool, id.String(), "")
+	require.NoError(t, err)
+	require.Equal(t, id.String(), tl.NotificationID)
+	require.Empty(t, tl.Deliveries)
+	require.NotNil(t, tl.Deliveries, "an empty list, not null, in JSON")
+	var text bytes.Buffer
+	require.NoError(t, timeline.WriteText(&text, tl, ""))
+	require.Contains(t, text.String(), "no deliveries")
+	require.NotContains(t, text.String(), "jaeger")
 }
