@@ -64,7 +64,6 @@ func ParseScopes(s string) ([]Scope, error) {
 	return out, nil
 }
 
-
 func joinScopes(scopes []Scope) string {
 	s := make([]string, len(scopes))
 	for i, sc := range scopes {
