@@ -25,7 +25,7 @@ FUZZTIME ?= 20s
 
 help:
 	@echo "make run           stack up, build, migrate, print a dev API key, herald serve"
-	@echo "make test          stack up, go test -race on every package (PKG=, TESTFLAGS=)"
+	@echo "make test          stack up (and chromium), go test -race on every package (PKG=, TESTFLAGS=)"
 	@echo "make bench         stack up, Go benchmarks and bench/run.sh (BENCHFLAGS=)"
 	@echo "make build         bin/herald"
 	@echo "make fuzz          every Go fuzz target for FUZZTIME each (default 20s)"
@@ -40,6 +40,7 @@ run:
 
 test:
 	$(STACK) up
+	deploy/local/chromium.sh install
 	eval "$$($(STACK) env)"
 	go test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKG)
 

@@ -60,7 +60,7 @@ func (a *API) authorize(next http.Handler, anyOf ...Scope) http.Handler {
 			a.keys.put(h, p, time.Now())
 		}
 		for _, s := range anyOf {
-			if grants(p.scopes, s) {
+			if HasScope(p.scopes, s) {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientIDKey{}, p.clientID)))
 				return
 			}

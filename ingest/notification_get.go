@@ -12,19 +12,23 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/timeline"
 )
 
 // notificationJSON is the answer of GET /api/notifications/{id}.
 type notificationJSON struct {
-	ID         string           `json:"id"`
-	UserID     int64            `json:"userId"`
-	Template   string           `json:"template"`
-	Category   string           `json:"category"`
-	Priority   herald.Priority  `json:"priority"`
-	Payload    json.RawMessage  `json:"payload"`
-	SendAt     *time.Time       `json:"sendAt"`
-	ExpiresAt  *time.Time       `json:"expiresAt"`
-	CreatedAt  time.Time        `json:"createdAt"`
+	ID        string          `json:"id"`
+	UserID    int64           `json:"userId"`
+	Template  string          `json:"template"`
+	Category  string          `json:"category"`
+	Priority  herald.Priority `json:"priority"`
+	Payload   json.RawMessage `json:"payload"`
+	SendAt    *time.Time      `json:"sendAt"`
+	ExpiresAt *time.Time      `json:"expiresAt"`
+	CreatedAt time.Time       `json:"createdAt"`
+	// TraceID is the W3C trace id of the accepting request: the trace that follows the
+	// notification through relay, dispatch and provider calls. null: none was recorded.
+	TraceID    *string          `json:"traceId"`
 	Deliveries []deliveryJSON   `json:"deliveries"`
 	Suppressed []suppressedJSON `json:"suppressed"`
 }
@@ -38,16 +42,35 @@ type deliveryJSON struct {
 	LastError     *string        `json:"lastError"`
 	SentAt        *time.Time     `json:"sentAt"`
 	UpdatedAt     time.Time      `json:"updatedAt"`
+	// Provider and ProviderMessageID: who took the message and its id there (null until an
+	// attempt reached a provider).
+	Provider          *string       `json:"provider"`
+	ProviderMessageID *string       `json:"providerMessageId"`
+	AttemptLog        []attemptJSON `json:"attemptLog"`
+}
+
+// attemptJSON is one attempt of a delivery (internal/timeline.Attempt): when it started and
+// finished, SENT, ERROR or EXPIRED, and for an ERROR its class (TRANSIENT, PERMANENT,
+// AMBIGUOUS) and the provider's code.
+type attemptJSON struct {
+	Started      time.Time `json:"started"`
+	Finished     time.Time `json:"finished"`
+	Outcome      string    `json:"outcome"`
+	Provider     *string   `json:"provider"`
+	ProviderCode *string   `json:"providerCode"`
+	ErrorClass   *string   `json:"errorClass"`
 }
 
 // selectNotification is scoped to the client: another client's id reads as unknown.
 const selectNotification = `
-SELECT user_id, template, category, priority, payload, send_at, expires_at, created_at, response
+SELECT user_id, template, category, priority, payload, send_at, expires_at, created_at, response,
+       coalesce(traceparent, '')
 FROM notification WHERE id = $1 AND client_id = $2`
 
 const selectDeliveries = `
-SELECT id::text, channel, status, attempts, next_attempt_at, last_error, sent_at, updated_at
-FROM delivery WHERE notification_id = $1
+SELECT id::text, channel, status, attempts, next_attempt_at, last_error, sent_at, updated_at,
+       provider, provider_message_id
+FROM delivery WHERE notification_id = $1 AND EXISTS (SELECT 1 FROM notification WHERE id = $1 AND client_id = $2)
 ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], channel)`
 
 func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
@@ -57,25 +80,46 @@ func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, newAPIError(http.StatusNotFound, codeNotFound, "no such notification"))
 		return
 	}
+	// One round trip: the notification (scoped to the client), its deliveries and their
+	// attempt logs. Another client's id finds no notification row, and its deliveries and
+	// attempts are never shown.
 	n := notificationJSON{ID: id.String()}
 	var (
-		priority string
-		payload  []byte
-		response []byte
+		priority, traceparent string
+		payload, response     []byte
+		found                 bool
 	)
-	err = a.pool.QueryRow(ctx, selectNotification, id.String(), clientFrom(ctx)).Scan(
-		&n.UserID, &n.Template, &n.Category, &priority, &payload, &n.SendAt, &n.ExpiresAt, &n.CreatedAt, &response)
-	if errors.Is(err, pgx.ErrNoRows) {
-		a.fail(w, r, newAPIError(http.StatusNotFound, codeNotFound, "no such notification"))
+	attempts := map[string][]timeline.Attempt{}
+	b := &pgx.Batch{}
+	b.Queue(selectNotification, id.String(), clientFrom(ctx)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&n.UserID, &n.Template, &n.Category, &priority, &payload, &n.SendAt, &n.ExpiresAt,
+			&n.CreatedAt, &response, &traceparent)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	b.Queue(selectDeliveries, id.String(), clientFrom(ctx)).Query(func(rows pgx.Rows) error {
+		var err error
+		n.Deliveries, err = pgx.CollectRows(rows, scanDelivery)
+		return err
+	})
+	timeline.QueueAttemptLog(b, id.String(), attempts)
+	if err := a.pool.SendBatch(ctx, b).Close(); err != nil {
+		a.fail(w, r, fmt.Errorf("read notification %s: %w", id, err))
 		return
 	}
-	if err != nil {
-		a.fail(w, r, fmt.Errorf("read notification %s: %w", id, err))
+	if !found {
+		a.fail(w, r, newAPIError(http.StatusNotFound, codeNotFound, "no such notification"))
 		return
 	}
 	n.Priority = herald.Priority(priority)
 	n.Payload = payload
 	n.CreatedAt, n.SendAt, n.ExpiresAt = n.CreatedAt.UTC(), utcPtr(n.SendAt), utcPtr(n.ExpiresAt)
+	if t := timeline.TraceID(traceparent); t != "" {
+		n.TraceID = &t
+	}
 	var accepted acceptedJSON
 	if err := json.Unmarshal(response, &accepted); err != nil {
 		a.fail(w, r, fmt.Errorf("decode stored answer of notification %s: %w", id, err))
@@ -85,31 +129,45 @@ func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 	if n.Suppressed == nil {
 		n.Suppressed = []suppressedJSON{}
 	}
-
-	rows, err := a.pool.Query(ctx, selectDeliveries, id.String())
-	if err != nil {
-		a.fail(w, r, fmt.Errorf("read deliveries of notification %s: %w", id, err))
-		return
+	if n.Deliveries == nil {
+		n.Deliveries = []deliveryJSON{}
 	}
-	n.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (deliveryJSON, error) {
-		var (
-			d               deliveryJSON
-			channel, status string
-			next            time.Time
-		)
-		err := row.Scan(&d.ID, &channel, &status, &d.Attempts, &next, &d.LastError, &d.SentAt, &d.UpdatedAt)
-		d.Channel, d.Status = herald.Channel(channel), herald.Status(status)
-		if !d.Status.Terminal() {
-			d.NextAttemptAt = utcPtr(&next)
-		}
-		d.SentAt, d.UpdatedAt = utcPtr(d.SentAt), d.UpdatedAt.UTC()
-		return d, err
-	})
-	if err != nil {
-		a.fail(w, r, fmt.Errorf("read deliveries of notification %s: %w", id, err))
-		return
+	for i := range n.Deliveries {
+		n.Deliveries[i].AttemptLog = attemptLog(attempts[n.Deliveries[i].ID])
 	}
 	writeJSON(w, http.StatusOK, n)
+}
+
+func scanDelivery(row pgx.CollectableRow) (deliveryJSON, error) {
+	var (
+		d               deliveryJSON
+		channel, status string
+		next            time.Time
+	)
+	err := row.Scan(&d.ID, &channel, &status, &d.Attempts, &next, &d.LastError, &d.SentAt, &d.UpdatedAt,
+		&d.Provider, &d.ProviderMessageID)
+	d.Channel, d.Status = herald.Channel(channel), herald.Status(status)
+	if !d.Status.Terminal() {
+		d.NextAttemptAt = utcPtr(&next)
+	}
+	d.SentAt, d.UpdatedAt = utcPtr(d.SentAt), d.UpdatedAt.UTC()
+	return d, err
+}
+
+func attemptLog(as []timeline.Attempt) []attemptJSON {
+	out := make([]attemptJSON, len(as))
+	for i, a := range as {
+		out[i] = attemptJSON{Started: a.Started, Finished: a.Finished, Outcome: a.Outcome,
+			Provider: nonEmpty(a.Provider), ProviderCode: nonEmpty(a.ProviderCode), ErrorClass: nonEmpty(a.ErrorClass)}
+	}
+	return out
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -64,11 +64,6 @@ func ParseScopes(s string) ([]Scope, error) {
 	return out, nil
 }
 
-// grants reports whether a key holding have may use a route that needs want.
-func grants(have []Scope, want Scope) bool {
-	return slices.Contains(have, want) || slices.Contains(have, ScopeOperator)
-}
-
 func joinScopes(scopes []Scope) string {
 	s := make([]string, len(scopes))
 	for i, sc := range scopes {

@@ -42,12 +42,12 @@ func TestParseScopes(t *testing.T) {
 }
 
 func TestGrants(t *testing.T) {
-	require.True(t, grants([]Scope{ScopeUsersRead}, ScopeUsersRead))
-	require.False(t, grants([]Scope{ScopeUsersRead}, ScopeUsersWrite), "read does not imply write")
-	require.False(t, grants([]Scope{ScopeUsersWrite}, ScopeUsersRead), "write does not imply read")
-	require.False(t, grants(nil, ScopeNotificationsSend))
+	require.True(t, HasScope([]Scope{ScopeUsersRead}, ScopeUsersRead))
+	require.False(t, HasScope([]Scope{ScopeUsersRead}, ScopeUsersWrite), "read does not imply write")
+	require.False(t, HasScope([]Scope{ScopeUsersWrite}, ScopeUsersRead), "write does not imply read")
+	require.False(t, HasScope(nil, ScopeNotificationsSend))
 	for _, s := range AllScopes() {
-		require.True(t, grants([]Scope{ScopeOperator}, s), "operator implies %s", s)
+		require.True(t, HasScope([]Scope{ScopeOperator}, s), "operator implies %s", s)
 	}
 }
 

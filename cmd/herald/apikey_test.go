@@ -17,6 +17,12 @@ import (
 // runHerald runs the herald binary with args and returns its combined output and error.
 func runHerald(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runHeraldEnv(t, nil, args...)
+}
+
+// runHeraldEnv is runHerald with env (KEY=VALUE) as the only HERALD_* variables.
+func runHeraldEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
 	cmd := exec.Command(heraldBin, args...)
 	cmd.Env = nil
 	for _, kv := range cmd.Environ() {
@@ -24,6 +30,7 @@ func runHerald(t *testing.T, args ...string) (string, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -7,6 +7,7 @@
 //	herald apikey revoke ID                         revoke an API client
 //	herald apikey rotate-webhook-secret ID          new webhook signing secret; the previous one stays valid 24h
 //	herald sim                                      run the provider simulator
+//	herald trace ID | --client C KEY                a notification's timeline from the database
 //
 // Every flag has a HERALD_* environment variable; see docs/configuration.md.
 package main
@@ -26,11 +27,12 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"migrate": runMigrate,
 	"apikey":  runAPIKey,
 	"sim":     runSim,
+	"trace":   runTrace,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim [flags]  (herald CMD -h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace [flags]  (herald CMD -h for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

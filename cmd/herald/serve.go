@@ -46,6 +46,7 @@ type serveConfig struct {
 	Dispatch        dispatchFlags
 	Groups          groupFlags
 	Senders         senderFlags
+	Console         consoleFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -65,6 +66,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Dispatch.register(f)
 	c.Groups.register(f)
 	c.Senders.register(f)
+	c.Console.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -158,6 +160,14 @@ func runServe(ctx context.Context, args []string) error {
 	} else { // the probes only: the same answers as an ingest process
 		mux.Handle("/healthz", api.Handler())
 		mux.Handle("/readyz", api.Handler())
+	}
+	if c.Console.Enabled {
+		con, closeConsole, err := newConsole(c, pool, log)
+		if err != nil {
+			return err
+		}
+		defer closeConsole()
+		mux.Handle("/console/", con)
 	}
 
 	// Every component is built before any goroutine starts: a component that fails to build
