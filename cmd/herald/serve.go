@@ -156,6 +156,13 @@ func runServe(ctx context.Context, args []string) error {
 	// Every component is built before any goroutine starts: a component that fails to build
 	// must not leave the others running without an owner.
 	var runs []func(context.Context) error
+	if c.has("ingest") {
+		x, err := ingest.NewExpander(ingest.ExpanderConfig{}, pool, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, x.Run)
+	}
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)
 		if err != nil {
