@@ -95,6 +95,13 @@ type lotUser struct {
 // and the cursor and counts move. It returns false when there was no campaign to expand.
 func (x *Expander) expandLot(ctx context.Context) (worked bool, err error) {
 	err = pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
+		// The lot's rows and the cursor commit together, so a commit lost in a crash takes
+		// the cursor with it and the next expander writes the lot again: the lot need not
+		// wait for its WAL flush. The relay streams only flushed WAL, so it never publishes
+		// a row of a lost commit.
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return fmt.Errorf("expand lot: %w", err)
+		}
 		var c lotCampaign
 		err := tx.QueryRow(ctx, pickCampaign).Scan(&c.id, &c.clientID, &c.requestHash, &c.template, &c.category,
 			&c.channels, &c.priority, &c.payload, &c.sendAt, &c.expiresAt, &c.kind, &c.tags, &c.locale,

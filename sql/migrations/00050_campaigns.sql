@@ -49,7 +49,7 @@ CREATE TABLE campaign_recipient (
 );
 
 -- The campaign a notification was expanded from; NULL for a single POST.
-ALTER TABLE notification ADD COLUMN campaign_id uuid REFERENCES campaign (id);
+ALTER TABLE notification ADD COLUMN campaign_id uuid;
 CREATE INDEX notification_campaign ON notification (campaign_id) WHERE campaign_id IS NOT NULL;
 
 -- Segment tags of a user profile; a segment matches users holding every tag it names.
