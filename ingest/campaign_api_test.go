@@ -84,6 +84,7 @@ func TestCampaignBadInput(t *testing.T) {
 		{"bad tag", "k", with("audience", map[string]any{"segment": map[string]any{"tags": []string{"Not A Tag"}}}), 400, codeValidationFailed, ""},
 		{"bad priority", "k", with("priority", "URGENT"), 400, codeValidationFailed, ""},
 		{"no name", "k", with("name", nil), 400, codeValidationFailed, ""},
+		{"expired", "k", with("expiresAt", "2001-01-01T00:00:00Z"), 400, codeValidationFailed, ""},
 		{"over 100,000 ids", "k", with("audience", map[string]any{"userIds": ids(100_001)}), 413, codeAudienceTooLarge, "100000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +134,18 @@ func TestCampaignBadInput(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Equal(t, "CANCELLED", res.json(t)["status"])
 	requireProblem(t, e.do(http.MethodPost, campaignPath(did, "start"), nil, nil), 409, codeCampaignConflict)
+}
+
+func TestUserTags(t *testing.T) {
+	e := newEnv(t)
+	res := e.do(http.MethodPut, "/api/users/9", map[string]any{"tags": []string{"vip", "beta", "vip"}}, nil)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, []any{"beta", "vip"}, res.json(t)["tags"])
+	got := e.do(http.MethodGet, "/api/users/9", nil, nil)
+	require.Equal(t, []any{"beta", "vip"}, got.json(t)["tags"])
+	requireProblem(t, e.do(http.MethodPut, "/api/users/9", map[string]any{"tags": []string{"Not A Tag"}}, nil), 400, codeValidationFailed)
+	got = e.do(http.MethodPut, "/api/users/9", map[string]any{}, nil)
+	require.Equal(t, []any{}, got.json(t)["tags"], "a PUT replaces the profile, tags included")
 }
 
 func TestCampaignVisibleToItsClientOnly(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,9 @@ const (
 const selectCampaignByKey = `
 SELECT request_hash, response FROM campaign WHERE client_id = $1 AND idempotency_key = $2`
 
-const selectTemplateForCampaign = `SELECT category, channels, content FROM template WHERE name = $1`
+// selectTemplateForCampaign reads the template (NULLs: unknown) and the database clock.
+const selectTemplateForCampaign = `
+SELECT now(), t.category, t.channels, t.content FROM (SELECT 1) AS one LEFT JOIN template t ON t.name = $1`
 
 // insertCampaign writes the campaign; ON CONFLICT makes a concurrent request with the same
 // Idempotency-Key wait for the first and then insert nothing (as insertSQL does).
@@ -144,18 +147,19 @@ func replayCampaign(ctx context.Context, tx pgx.Tx, clientID, key string, hash [
 }
 
 // checkCampaignTemplate checks the template exists (422 unknown_template), supports every
-// channel, and renders with the shared payload in its default locale.
+// channel, and renders with the shared payload in its default locale, and that expiresAt is
+// in the future by the database clock.
 func checkCampaignTemplate(ctx context.Context, tx pgx.Tx, in *campaignInput) error {
-	var category string
+	var now time.Time
+	var category *string
 	var channels []string
 	var content []byte
-	err := tx.QueryRow(ctx, selectTemplateForCampaign, in.Template).Scan(&category, &channels, &content)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if err := tx.QueryRow(ctx, selectTemplateForCampaign, in.Template).Scan(&now, &category, &channels, &content); err != nil {
+		return fmt.Errorf("read template of campaign: %w", err)
+	}
+	if category == nil {
 		return newAPIError(http.StatusUnprocessableEntity, codeUnknownTemplate,
 			fmt.Sprintf("template %q does not exist", in.Template))
-	}
-	if err != nil {
-		return fmt.Errorf("read template of campaign: %w", err)
 	}
 	var fe fieldErrors
 	for _, c := range in.Channels {
@@ -163,10 +167,13 @@ func checkCampaignTemplate(ctx context.Context, tx pgx.Tx, in *campaignInput) er
 			fe.add("channels", "template %q does not support %s", in.Template, c)
 		}
 	}
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
+		fe.add("expiresAt", "must be in the future")
+	}
 	if err := fe.err(); err != nil {
 		return err
 	}
-	in.category = category
+	in.category = *category
 	return checkRender(content, "", in.Channels, in.Payload)
 }
 
