@@ -224,3 +224,26 @@ WHERE n.campaign_id = $1 AND d.next_attempt_at <= now() LIMIT 1`, id).Scan(&send
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.EqualValues(t, 1, res.json(t)["deliveries"].(map[string]any)["SENDING"])
 }
+
+// Campaigns take turns lot by lot: a large campaign does not hold back one started after it.
+func TestCampaignsTakeTurns(t *testing.T) {
+	e := newEnv(t)
+	e.template("promo", "marketing", "SMS")
+	e.directory(100)
+	var ids []string
+	for _, key := range []string{"a", "b"} {
+		res := e.postCampaign(key, map[string]any{"name": key, "template": "promo", "channels": []string{"SMS"},
+			"audience": map[string]any{"segment": map[string]any{}}})
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		ids = append(ids, res.json(t)["id"].(string))
+	}
+	x, err := NewExpander(ExpanderConfig{LotSize: 10}, e.pool, nil)
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		worked, err := x.expandLot(context.Background())
+		require.NoError(t, err)
+		require.True(t, worked)
+	}
+	require.EqualValues(t, 20, e.campaign(ids[0])["expanded"])
+	require.EqualValues(t, 20, e.campaign(ids[1])["expanded"])
+}

@@ -19,7 +19,8 @@ import (
 // reasonUnknownUser suppresses every channel of a listed user id the directory does not hold.
 const reasonUnknownUser = "unknown_user"
 
-// pickCampaign takes the oldest EXPANDING campaign nobody is expanding: the row lock, held
+// pickCampaign takes the EXPANDING campaign nobody is expanding whose last lot is the oldest
+// (every lot sets updated_at), so that campaigns take turns lot by lot: the row lock, held
 // until the lot commits, is the expansion's mutual exclusion (SKIP LOCKED lets another
 // expander take the next campaign instead of waiting), and a cancel or any other state
 // change waits for it. The transaction's now() is the clock of the lot's rules.
@@ -28,7 +29,7 @@ SELECT id, client_id, request_hash, template, category, channels, priority, payl
        expires_at, audience_kind, segment_tags, coalesce(segment_locale, ''), expanded_through,
        suppressed, now()
 FROM campaign WHERE status = 'EXPANDING'
-ORDER BY created_at LIMIT 1
+ORDER BY updated_at LIMIT 1
 FOR UPDATE SKIP LOCKED`
 
 // listLot reads the next lot of a list audience after the cursor ($2), in user id order, with
@@ -89,7 +90,8 @@ type lotUser struct {
 	facts recipientFacts
 }
 
-// expandLot writes the next lot of the oldest EXPANDING campaign that no other expander holds,
+// expandLot writes the next lot of the EXPANDING campaign that waited longest and that no
+// other expander holds,
 // in one transaction: the lot's users are read after the cursor, each goes through decide (the
 // rules of a single POST), the notifications and deliveries are written by delivery.InsertLot
 // and the cursor and counts move. It returns false when there was no campaign to expand.

@@ -37,8 +37,8 @@ CREATE TABLE campaign (
     UNIQUE (client_id, idempotency_key)
 );
 
--- The expander's scan for work: campaigns being expanded, oldest first.
-CREATE INDEX campaign_expanding ON campaign (created_at) WHERE status = 'EXPANDING';
+-- The expander's scan for work: campaigns being expanded, the one a lot touched longest ago first.
+CREATE INDEX campaign_expanding ON campaign (updated_at) WHERE status = 'EXPANDING';
 
 -- The staged user ids of an audience given by list. The primary key makes a repeated id
 -- count once and is the expander's cursor order.
