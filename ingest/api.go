@@ -97,6 +97,11 @@ func routes(a *API) []apiRoute {
 		// A template editor reads what it writes; a sending service may read the template it
 		// sends (its channels and variables). Templates hold no personal data.
 		{http.MethodGet, "/api/templates/{name}", a.getTemplate, []Scope{ScopeNotificationsSend, ScopeTemplatesWrite}},
+		{http.MethodPost, "/api/campaigns", a.postCampaign, []Scope{ScopeCampaignsWrite}},
+		{http.MethodGet, "/api/campaigns/{id}", a.getCampaign, []Scope{ScopeNotificationsRead}},
+		{http.MethodPost, "/api/campaigns/{id}/recipients", a.postRecipients, []Scope{ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/campaigns/{id}/start", a.postStart, []Scope{ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/campaigns/{id}/cancel", a.postCancel, []Scope{ScopeCampaignsWrite}},
 	}
 }
 

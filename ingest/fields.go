@@ -25,6 +25,7 @@ const (
 	maxPushTokenLen   = 4096
 	maxPushTokens     = 20
 	maxOptOuts        = 100
+	maxUserTags       = 64
 )
 
 var (

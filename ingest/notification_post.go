@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -139,19 +138,15 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if category == "" {
 		category = *ac.templateCategory
 	}
-	deliver, suppressed, err := route(in, category, ac)
+	d, err := decide(recipientRequest{userID: in.UserID, channels: in.Channels, category: category,
+		priority: in.Priority, sendAt: in.SendAt, to: in.To}, &ac.recipientFacts, ac.now, a.log)
 	if err != nil {
 		return accepted{}, err
 	}
+	deliver, suppressed, next := d.deliver, d.suppressed, d.next
 	if err := checkRender(ac.templateContent, ac.locale, deliver, in.Payload); err != nil {
 		return accepted{}, err
 	}
-	loc, err := loadLocation(ac.timeZone)
-	if err != nil { // time zones are validated on input; a zone database change could still do it
-		a.log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", in.UserID), zap.Error(err))
-		loc = time.UTC
-	}
-	next := firstAttempt(ac.now, in.SendAt, in.Priority, loc, ac.quietHours())
 
 	res, note, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
 	if err != nil {

@@ -17,6 +17,18 @@ const (
 	reasonNoContact = "no_contact" // neither the stored contact nor "to" has an address for it
 )
 
+// recipientFactsColumns selects a recipientFacts (scanned by its dest) from user_contact c
+// and user_preference p, each LEFT JOINed on the user: the one definition of those facts for
+// a single POST (loadAcceptContext) and a campaign lot (campaign_lot.go).
+const recipientFactsColumns = `c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
+       EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = c.user_id),
+       coalesce(c.time_zone, 'UTC'), p.opt_outs, p.quiet_start, p.quiet_end`
+
+// dest lists the scan destinations of recipientFactsColumns.
+func (f *recipientFacts) dest() []any {
+	return []any{&f.hasEmail, &f.hasPhone, &f.hasWebhook, &f.hasPushTokens, &f.timeZone, &f.optOuts, &f.quietStart, &f.quietEnd}
+}
+
 // loadAcceptContext reads, in one round trip, everything a POST needs besides its body: the
 // database clock, an earlier notification with the same
 // Idempotency-Key, the template (with its content), the user's locale, which addresses the user's contact holds, and the user's
@@ -25,10 +37,7 @@ const loadAcceptContext = `
 SELECT now(),
        ex.request_hash, ex.response,
        t.category, t.channels, t.content, coalesce(c.locale, ''),
-       c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
-       EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = $3),
-       coalesce(c.time_zone, 'UTC'),
-       p.opt_outs, p.quiet_start, p.quiet_end
+       ` + recipientFactsColumns + `
 FROM (SELECT 1) AS one
 LEFT JOIN notification ex ON ex.client_id = $1 AND ex.idempotency_key = $2
 LEFT JOIN template t ON t.name = $4
@@ -44,23 +53,29 @@ type acceptContext struct {
 	templateChannels []string
 	templateContent  []byte // senders/templates content; {} for the built-in fallback
 	locale           string // the stored contact's locale; "" = the template's default
-	hasEmail         bool
-	hasPhone         bool
-	hasWebhook       bool
-	hasPushTokens    bool
-	timeZone         string
-	optOuts          []byte
-	quietStart       pgtype.Time
-	quietEnd         pgtype.Time
+	recipientFacts
+}
+
+// recipientFacts is what the user directory holds about one user that the routing rules
+// read: which addresses the contact has, the time zone and the preferences. A single POST
+// loads it with loadAcceptContext, a campaign lot with the lot queries (campaign_lot.go);
+// both then apply the same rules (decide).
+type recipientFacts struct {
+	hasEmail      bool
+	hasPhone      bool
+	hasWebhook    bool
+	hasPushTokens bool
+	timeZone      string
+	optOuts       []byte
+	quietStart    pgtype.Time
+	quietEnd      pgtype.Time
 }
 
 func scanAcceptContext(row pgx.Row, userID int64) (*acceptContext, error) {
 	var ac acceptContext
-	err := row.Scan(
-		&ac.now, &ac.existingHash, &ac.existingResponse,
-		&ac.templateCategory, &ac.templateChannels, &ac.templateContent, &ac.locale,
-		&ac.hasEmail, &ac.hasPhone, &ac.hasWebhook, &ac.hasPushTokens,
-		&ac.timeZone, &ac.optOuts, &ac.quietStart, &ac.quietEnd)
+	dest := []any{&ac.now, &ac.existingHash, &ac.existingResponse,
+		&ac.templateCategory, &ac.templateChannels, &ac.templateContent, &ac.locale}
+	err := row.Scan(append(dest, ac.recipientFacts.dest()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("load accept context of user %d: %w", userID, err)
 	}
@@ -80,19 +95,19 @@ type suppressedJSON struct {
 
 // route splits the requested channels into those that get a delivery row and those that are
 // suppressed, with the reason. An opt-out wins over a missing address.
-func route(in *notificationInput, category string, ac *acceptContext) (deliver []herald.Channel, suppressed []suppressedJSON, err error) {
+func route(userID int64, channels []herald.Channel, category string, to *recipientJSON, f *recipientFacts) (deliver []herald.Channel, suppressed []suppressedJSON, err error) {
 	var outs []optOut
-	if len(ac.optOuts) > 0 {
-		if err := json.Unmarshal(ac.optOuts, &outs); err != nil {
-			return nil, nil, fmt.Errorf("decode opt-outs of user %d: %w", in.UserID, err)
+	if len(f.optOuts) > 0 {
+		if err := json.Unmarshal(f.optOuts, &outs); err != nil {
+			return nil, nil, fmt.Errorf("decode opt-outs of user %d: %w", userID, err)
 		}
 	}
 	suppressed = []suppressedJSON{}
-	for _, c := range in.Channels {
+	for _, c := range channels {
 		switch {
 		case optedOut(outs, c, category):
 			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonOptedOut})
-		case !hasAddress(c, in.To, ac):
+		case !hasAddress(c, to, f):
 			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonNoContact})
 		default:
 			deliver = append(deliver, c)
@@ -110,7 +125,7 @@ func optedOut(outs []optOut, c herald.Channel, category string) bool {
 	return false
 }
 
-func hasAddress(c herald.Channel, to *recipientJSON, ac *acceptContext) bool {
+func hasAddress(c herald.Channel, to *recipientJSON, ac *recipientFacts) bool {
 	if to == nil {
 		to = &recipientJSON{}
 	}
@@ -128,7 +143,7 @@ func hasAddress(c herald.Channel, to *recipientJSON, ac *acceptContext) bool {
 }
 
 // quietHours returns the user's quiet hours, or nil.
-func (ac *acceptContext) quietHours() *quietHours {
+func (ac *recipientFacts) quietHours() *quietHours {
 	if !ac.quietStart.Valid || !ac.quietEnd.Valid {
 		return nil
 	}

@@ -69,13 +69,18 @@ var scopeCases = []scopeCase{
 	{http.MethodGet, "/api/users/{userId}/preferences", "", nil, http.StatusOK},
 	{http.MethodPut, "/api/templates/{name}", `{"category":"security","channels":["SMS"],"content":{"SMS":{"default":{"text":"changed"}}}}`, nil, http.StatusOK},
 	{http.MethodGet, "/api/templates/{name}", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/campaigns", `{"name":"n","template":"otp","channels":["SMS"],"audience":{"userIds":[5]},"start":false}`, map[string]string{"Idempotency-Key": "scoped"}, http.StatusAccepted},
+	{http.MethodGet, "/api/campaigns/{id}", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/campaigns/{id}/recipients", `{"userIds":[6]}`, nil, http.StatusOK},
+	{http.MethodPost, "/api/campaigns/{id}/start", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/campaigns/{id}/cancel", "", nil, http.StatusOK},
 }
 
 // snapshot is every row a request could change, as text.
 func snapshot(t *testing.T, e *env) string {
 	t.Helper()
 	var out []string
-	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt"} {
+	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt", "campaign", "campaign_recipient"} {
 		var s string
 		require.NoError(t, e.pool.QueryRow(context.Background(),
 			`SELECT coalesce(string_agg(x::text, '|' ORDER BY x::text), '') FROM `+table+` x`).Scan(&s))
@@ -94,6 +99,9 @@ func TestInsufficientScope(t *testing.T) {
 	res := e.post("first", `{"userId":5,"template":"otp","channels":["SMS"]}`)
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	notificationID := res.json(t)["id"].(string)
+	res = e.postCampaign("first", `{"name":"n","template":"otp","channels":["SMS"],"audience":{"userIds":[5]},"start":false}`)
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	campaignID := res.json(t)["id"].(string)
 	operator := e.newKey(ScopeOperator)
 
 	table := routes(&API{})
@@ -102,6 +110,9 @@ func TestInsufficientScope(t *testing.T) {
 		tc := scopeCases[i]
 		require.Equal(t, rt.method+" "+rt.path, tc.method+" "+tc.path)
 		path := strings.NewReplacer("{id}", notificationID, "{userId}", "5", "{name}", "otp").Replace(tc.path)
+		if strings.HasPrefix(tc.path, "/api/campaigns/") {
+			path = strings.Replace(tc.path, "{id}", campaignID, 1)
+		}
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var others []Scope
 			for _, s := range AllScopes() {
@@ -120,9 +131,9 @@ func TestInsufficientScope(t *testing.T) {
 			require.Equal(t, before, snapshot(t, e), "a refused request changes nothing")
 
 			allowed := []string{e.newKey(rt.scopes[0]), operator}
-			if tc.path == "/api/notifications/{id}" {
-				// A notification is visible only to the client that created it (404 to any
-				// other, whatever its scopes): the creator reads it.
+			if strings.Contains(tc.path, "{id}") {
+				// A notification or a campaign is visible only to the client that created it
+				// (404 to any other, whatever its scopes): the creator reads or changes it.
 				allowed = []string{e.key}
 			}
 			for _, key := range allowed {

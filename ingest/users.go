@@ -25,6 +25,7 @@ type contactJSON struct {
 	Locale     *string         `json:"locale"`
 	TimeZone   string          `json:"timeZone"`
 	PushTokens []pushTokenJSON `json:"pushTokens"`
+	Tags       []string        `json:"tags"` // segment tags of campaigns, sorted
 	UpdatedAt  time.Time       `json:"updatedAt"`
 }
 
@@ -36,14 +37,15 @@ type contactRequest struct {
 	Locale     *string         `json:"locale"`
 	TimeZone   *string         `json:"timeZone"`
 	PushTokens []pushTokenJSON `json:"pushTokens"`
+	Tags       []string        `json:"tags"`
 }
 
 const upsertContact = `
-INSERT INTO user_contact (user_id, email, phone, webhook_url, locale, time_zone)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO user_contact (user_id, email, phone, webhook_url, locale, time_zone, tags)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (user_id) DO UPDATE SET
     email = EXCLUDED.email, phone = EXCLUDED.phone, webhook_url = EXCLUDED.webhook_url,
-    locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, updated_at = now()
+    locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, tags = EXCLUDED.tags, updated_at = now()
 RETURNING updated_at`
 
 const deletePushTokens = `DELETE FROM push_token WHERE user_id = $1`
@@ -53,7 +55,7 @@ INSERT INTO push_token (user_id, token, platform)
 SELECT $1, t.token, t.platform FROM unnest($2::text[], $3::text[]) AS t (token, platform)`
 
 const selectContact = `
-SELECT c.email, c.phone, c.webhook_url, c.locale, c.time_zone, c.updated_at,
+SELECT c.email, c.phone, c.webhook_url, c.locale, c.time_zone, c.tags, c.updated_at,
        coalesce((SELECT array_agg(pt.token ORDER BY pt.token) FROM push_token pt WHERE pt.user_id = c.user_id), '{}'),
        coalesce((SELECT array_agg(pt.platform ORDER BY pt.token) FROM push_token pt WHERE pt.user_id = c.user_id), '{}')
 FROM user_contact c WHERE c.user_id = $1`
@@ -114,6 +116,16 @@ func validateContact(userID int64, req *contactRequest) (*contactJSON, error) {
 		c.TimeZone = *req.TimeZone
 	}
 	checkPushTokens(&fe, "pushTokens", req.PushTokens)
+	if len(req.Tags) > maxUserTags {
+		fe.add("tags", "must hold at most %d tags", maxUserTags)
+	}
+	for i, t := range req.Tags {
+		checkTag(&fe, fmt.Sprintf("tags[%d]", i), t)
+	}
+	c.Tags = slices.Compact(slices.Sorted(slices.Values(req.Tags)))
+	if c.Tags == nil {
+		c.Tags = []string{}
+	}
 	if c.PushTokens == nil {
 		c.PushTokens = []pushTokenJSON{}
 	}
@@ -133,7 +145,7 @@ func (a *API) storeContact(ctx context.Context, c *contactJSON) error {
 		tokens[i], platforms[i] = t.Token, t.Platform
 	}
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, upsertContact, c.UserID, c.Email, c.Phone, c.WebhookURL, c.Locale, c.TimeZone).Scan(&c.UpdatedAt); err != nil {
+		if err := tx.QueryRow(ctx, upsertContact, c.UserID, c.Email, c.Phone, c.WebhookURL, c.Locale, c.TimeZone, c.Tags).Scan(&c.UpdatedAt); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, deletePushTokens, c.UserID); err != nil {
@@ -158,7 +170,7 @@ func (a *API) getUser(w http.ResponseWriter, r *http.Request) {
 	c := contactJSON{UserID: userID}
 	var tokens, platforms []string
 	err = a.pool.QueryRow(r.Context(), selectContact, userID).Scan(
-		&c.Email, &c.Phone, &c.WebhookURL, &c.Locale, &c.TimeZone, &c.UpdatedAt, &tokens, &platforms)
+		&c.Email, &c.Phone, &c.WebhookURL, &c.Locale, &c.TimeZone, &c.Tags, &c.UpdatedAt, &tokens, &platforms)
 	if errors.Is(err, pgx.ErrNoRows) {
 		a.fail(w, r, newAPIError(http.StatusNotFound, codeNotFound, "no such user"))
 		return

@@ -173,6 +173,13 @@ func runServe(ctx context.Context, args []string) error {
 	// Every component is built before any goroutine starts: a component that fails to build
 	// must not leave the others running without an owner.
 	var runs []component
+	if c.has("ingest") {
+		x, err := ingest.NewExpander(ingest.ExpanderConfig{}, pool, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, component{"campaign expander", x.Run})
+	}
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)
 		if err != nil {

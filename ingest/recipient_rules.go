@@ -1,0 +1,49 @@
+package ingest
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+)
+
+// recipientRequest is what a notification asks of the rules for one user: the channels,
+// the category (the template's unless given), the priority, sendAt and an inline recipient.
+type recipientRequest struct {
+	userID   int64
+	channels []herald.Channel
+	category string
+	priority herald.Priority
+	sendAt   *time.Time
+	to       *recipientJSON // nil: the stored contact only
+}
+
+// decision is what the rules decide for one user: the channels that get a delivery row, the
+// suppressed ones with their reason, and when the deliveries are first due (nil: now).
+type decision struct {
+	deliver    []herald.Channel
+	suppressed []suppressedJSON
+	next       *time.Time
+}
+
+// decide applies herald's per-user rules (DESIGN.md §7) to one request: opt-outs and missing
+// addresses suppress channels (route), then sendAt and quiet hours in the user's time zone
+// decide the first attempt (firstAttempt). now is the accepting transaction's clock. A single
+// POST (accept) and every user of a campaign lot (expandLot) go through this one function.
+func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Logger) (decision, error) {
+	deliver, suppressed, err := route(req.userID, req.channels, req.category, req.to, f)
+	if err != nil {
+		return decision{}, err
+	}
+	loc, err := loadLocation(f.timeZone)
+	if err != nil { // time zones are validated on input; a zone database change could still do it
+		log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", req.userID), zap.Error(err))
+		loc = time.UTC
+	}
+	return decision{
+		deliver:    deliver,
+		suppressed: suppressed,
+		next:       firstAttempt(now, req.sendAt, req.priority, loc, f.quietHours()),
+	}, nil
+}
