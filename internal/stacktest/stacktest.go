@@ -54,6 +54,13 @@ func Name(prefix string) string {
 // The database, and any replication slot on it, is dropped when the test ends.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	return PostgresURLAt(t, -1)
+}
+
+// PostgresURLAt is PostgresURL with the migrations applied up to and including version
+// only (-1: all), for tests of a migration on a database an earlier herald left.
+func PostgresURLAt(t testing.TB, version int64) string {
+	t.Helper()
 	admin := require(t, EnvPostgres)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -81,7 +88,12 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("open %s: %v", db, err)
 	}
 	defer pool.Close()
-	if _, err := migrate.Up(ctx, pool); err != nil {
+	if version < 0 {
+		_, err = migrate.Up(ctx, pool)
+	} else {
+		_, err = migrate.UpTo(ctx, pool, version)
+	}
+	if err != nil {
 		t.Fatalf("migrate %s: %v", db, err)
 	}
 	return dsn
