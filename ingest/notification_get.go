@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // notificationJSON is the answer of GET /api/notifications/{id}.
@@ -45,9 +46,14 @@ const selectNotification = `
 SELECT user_id, template, category, priority, payload, send_at, expires_at, created_at, response
 FROM notification WHERE id = $1 AND client_id = $2`
 
+// selectDeliveries reads the deliveries of notification $1. delivery is partitioned by the
+// day of its id, and a delivery is made with its notification (the same insert), so its id
+// lies in the notification's day or, made a moment after midnight, the next: $2 and $3
+// bound the ids to those two days, and the look-up reads at most two partitions instead of
+// every day's.
 const selectDeliveries = `
 SELECT id::text, channel, status, attempts, next_attempt_at, last_error, sent_at, updated_at
-FROM delivery WHERE notification_id = $1
+FROM delivery WHERE notification_id = $1 AND id >= $2 AND id < $3
 ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], channel)`
 
 func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +92,8 @@ func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 		n.Suppressed = []suppressedJSON{}
 	}
 
-	rows, err := a.pool.Query(ctx, selectDeliveries, id.String())
+	day := partition.DayOfID(id)
+	rows, err := a.pool.Query(ctx, selectDeliveries, id.String(), day.Lower(), day.Add(2).Lower())
 	if err != nil {
 		a.fail(w, r, fmt.Errorf("read deliveries of notification %s: %w", id, err))
 		return
