@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/partition"
 )
 
@@ -28,9 +29,9 @@ func TestGetNotificationOfAnOldDayReadsOnePartition(t *testing.T) {
 	require.NoError(t, err)
 
 	at := day.Time().Add(9 * time.Hour)
-	nid, err := partition.NewID(at)
+	nid, err := deliverytest.IDAt(at)
 	require.NoError(t, err)
-	did, err := partition.NewID(at)
+	did, err := deliverytest.IDAt(at)
 	require.NoError(t, err)
 	resp, err := json.Marshal(acceptedJSON{ID: nid.String(), Suppressed: []suppressedJSON{},
 		Deliveries: []acceptedDelivery{{ID: did.String(), Channel: herald.ChannelSMS, Status: herald.StatusPending}}})

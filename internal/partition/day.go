@@ -72,16 +72,3 @@ func parseName(name string) (string, Day, error) {
 	}
 	return m[1], Day(t), nil
 }
-
-// NewID returns a UUIDv7 made at t: a fresh one with its time replaced. Tests and
-// benchmarks use it to fabricate rows of past or future days.
-func NewID(t time.Time) (uuid.UUID, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return id, fmt.Errorf("new UUIDv7: %w", err)
-	}
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(t.UnixMilli()))
-	copy(id[:6], b[2:])
-	return id, nil
-}

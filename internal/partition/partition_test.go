@@ -50,10 +50,10 @@ func (e *env) createDay(d Day) {
 // the insert transition; status other than PENDING is placed afterwards.
 func (e *env) insertAt(nAt, dAt time.Time, status herald.Status) (nid, did uuid.UUID, err error) {
 	e.t.Helper()
-	if nid, err = NewID(nAt); err != nil {
+	if nid, err = deliverytest.IDAt(nAt); err != nil {
 		return
 	}
-	if did, err = NewID(dAt); err != nil {
+	if did, err = deliverytest.IDAt(dAt); err != nil {
 		return
 	}
 	ok, err := delivery.Insert(context.Background(), e.pool, delivery.Notification{
@@ -103,7 +103,7 @@ func TestDayBoundsAreTheSameInGoAndSQL(t *testing.T) {
 		d := DayOf(at)
 		var lower uuid.UUID
 		var day time.Time
-		id, err := NewID(at)
+		id, err := deliverytest.IDAt(at)
 		require.NoError(t, err)
 		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT herald_day_bound($1::date), herald_uuid_day($2)`,
 			d.Time(), id).Scan(&lower, &day))
