@@ -31,8 +31,8 @@ const unlockSQL = `SELECT pg_advisory_unlock(hashtextextended('herald.partition'
 
 // Config of a Manager. Zero fields take the defaults.
 type Config struct {
-	// Retention: a day's partitions are dropped once the whole day is older than this (and
-	// every delivery of it is final). Whole days: it is rounded up to a day.
+	// Retention: a day's partitions are dropped once the day ended at least this long ago
+	// (and every delivery of it is final).
 	Retention time.Duration
 	// Ahead is how many days after today have their partitions ready.
 	Ahead int
@@ -42,6 +42,9 @@ type Config struct {
 	// (they take ACCESS EXCLUSIVE on the parent): a pass that cannot get it gives up and the
 	// next one tries again, rather than queueing every insert behind it.
 	LockTimeout time.Duration
+	// Now, when set, replaces the database clock that decides "today" and "past the
+	// retention": benchmarks simulate days with it. nil in production.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -72,11 +75,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("lock timeout %v: must be positive", c.LockTimeout)
 	}
 	return nil
-}
-
-// retentionDays is the retention in whole days, rounded up.
-func (c Config) retentionDays() int {
-	return int((c.Retention + 24*time.Hour - 1) / (24 * time.Hour))
 }
 
 // Manager creates and drops daily partitions.
@@ -155,7 +153,9 @@ func (m *Manager) Pass(ctx context.Context) (Result, error) {
 
 	res := Result{Ran: true}
 	var now time.Time
-	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	if m.cfg.Now != nil {
+		now = m.cfg.Now()
+	} else if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return res, fmt.Errorf("partition pass: read clock: %w", err)
 	}
 	have, err := existing(ctx, conn)
