@@ -27,16 +27,19 @@ $$;
 -- +goose StatementEnd
 
 -- herald_create_partitions creates the partitions of day (UTC) of the three tables, if
--- missing: notification_YYYYMMDD, delivery_YYYYMMDD, delivery_attempt_YYYYMMDD. An
--- attempt's foreign key is per day (delivery_attempt_D references delivery_D), so that a
--- day's partitions are dropped without a check that scans other days. herald's partition
--- job (internal/partition) calls it for the days ahead.
+-- missing: notification_YYYYMMDD, delivery_YYYYMMDD, delivery_attempt_YYYYMMDD. Their
+-- indexes are named after the parent's index and the day (delivery_pending_by_priority_
+-- YYYYMMDD), so that plans read the same whatever the day. An attempt's foreign key is per
+-- day (delivery_attempt_D references delivery_D), so that a day's partitions are dropped
+-- without a check that scans other days. herald's partition job (internal/partition) calls
+-- it for the days ahead.
 -- +goose StatementBegin
 CREATE FUNCTION herald_create_partitions(day date) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     s  text := to_char(day, 'YYYYMMDD');
     lo uuid := herald_day_bound(day);
     hi uuid := herald_day_bound(day + 1);
+    r  record;
 BEGIN
     IF to_regclass('notification_' || s) IS NULL THEN
         EXECUTE format('CREATE TABLE %I PARTITION OF notification FOR VALUES FROM (%L) TO (%L)', 'notification_' || s, lo, hi);
@@ -49,6 +52,18 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I FOREIGN KEY (delivery_id) REFERENCES %I (id) ON DELETE CASCADE',
                        'delivery_attempt_' || s, 'delivery_attempt_' || s || '_delivery_fkey', 'delivery_' || s);
     END IF;
+    FOR r IN
+        SELECT c.relname AS child, p.relname AS parent
+          FROM pg_index x
+          JOIN pg_class c ON c.oid = x.indexrelid
+          JOIN pg_inherits i ON i.inhrelid = x.indexrelid
+          JOIN pg_class p ON p.oid = i.inhparent
+         WHERE x.indrelid IN (('notification_' || s)::regclass, ('delivery_' || s)::regclass,
+                              ('delivery_attempt_' || s)::regclass)
+           AND c.relname <> left(p.relname, 54) || '_' || s
+    LOOP
+        EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child, left(r.parent, 54) || '_' || s);
+    END LOOP;
 END;
 $$;
 -- +goose StatementEnd
