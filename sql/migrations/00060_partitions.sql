@@ -146,6 +146,7 @@ BEGIN
             ELSIF r.con IS NOT NULL AND r.has_key THEN
                 idx := idx || format('ALTER TABLE %I ADD CONSTRAINT %I %s', tbl, r.conname, pg_get_constraintdef(r.con));
             ELSIF r.indisunique AND NOT r.has_key THEN
+                RAISE NOTICE 'unique index % of % does not contain the partition key: it becomes a plain index', r.name, tbl;
                 idx := idx || regexp_replace(r.def, '^CREATE UNIQUE INDEX', 'CREATE INDEX');
             ELSE
                 idx := idx || r.def;
@@ -216,4 +217,8 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
-SELECT 1; -- not reversible: the conversion keeps no unpartitioned copy.
+-- +goose StatementBegin
+DO $$ BEGIN
+    RAISE EXCEPTION 'migration 00060 (daily partitions) cannot be reverted: restore a backup taken before it';
+END $$;
+-- +goose StatementEnd
