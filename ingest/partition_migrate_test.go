@@ -94,3 +94,27 @@ func TestPartitionMigrationKeepsRowsAndKeys(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM notification WHERE id = $1`, a["id"]).Scan(&part))
 	require.Equal(t, "notification_"+partition.DayOf(time.Now()).Suffix(), part)
 }
+
+// TestPartitionMigrationRefusesIdsThatAreNotUUIDv7: a row whose id carries no time cannot
+// be placed in a day; the migration stops and changes nothing.
+func TestPartitionMigrationRefusesIdsThatAreNotUUIDv7(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := CreateAPIClient(ctx, pool, "test", AllScopes())
+	require.NoError(t, err)
+	deliverytest.InsertUnpartitioned(t, pool, c.ID, []time.Time{time.Now()})
+	_, err = pool.Exec(ctx, `INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, priority, response)
+		VALUES (gen_random_uuid(), $1, 'v4', '\x01', 1, 'otp', 'security', 'LOW', '{}')`, c.ID)
+	require.NoError(t, err)
+
+	_, err = migrate.Up(ctx, pool)
+	require.ErrorContains(t, err, "must be UUIDv7")
+	var partitioned bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = 'notification'::regclass`).Scan(&partitioned))
+	require.False(t, partitioned)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notification`).Scan(&n))
+	require.Equal(t, 2, n)
+}
