@@ -70,3 +70,16 @@ func TestRelayPublishesAfterPartitionMigrationAndDrop(t *testing.T) {
 	h.waitAll(later, 60*time.Second)
 	require.Empty(t, h.records.malformed())
 }
+
+// TestRelayPublishesViaThePartitionRoot: a publication made without
+// publish_via_partition_root (by hand, or by a relay before partitions) is altered when a
+// relay takes the lead, and rows of any day are published from the one relation delivery.
+func TestRelayPublishesViaThePartitionRoot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.exec(`CREATE PUBLICATION ` + h.cfg.Publication + ` FOR TABLE delivery WITH (publish = 'insert, update')`)
+	h.startRelay(h.cfg)
+	require.Equal(t, "true", h.queryString(`SELECT pubviaroot::text FROM pg_publication WHERE pubname = $1`, h.cfg.Publication))
+	ids := h.insert(rows{n: 3, priority: herald.PriorityNormal})
+	h.waitAll(ids, 60*time.Second)
+}
