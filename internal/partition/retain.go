@@ -79,6 +79,9 @@ func (m *Manager) retain(ctx context.Context, conn *pgxpool.Conn, now time.Time,
 		}
 		dropped = append(dropped, d)
 	}
+	if len(dropped) > 0 {
+		m.vacuumKeys(ctx, conn)
+	}
 	return dropped, kept, nil
 }
 
@@ -145,4 +148,13 @@ func (m *Manager) drop(ctx context.Context, conn *pgxpool.Conn, d Day, tables ma
 	}
 	m.log.Info("partitions dropped", zap.Stringer("day", d), zap.Int64("idempotency_keys", keys))
 	return Kept{Day: d}, nil
+}
+
+// vacuumKeys makes the space of the deleted idempotency keys reusable at once: a day's
+// keys are deleted in one go, and autovacuum's thresholds would let the table grow by
+// another day or two of dead rows first. VACUUM does not block inserts.
+func (m *Manager) vacuumKeys(ctx context.Context, conn *pgxpool.Conn) {
+	if _, err := conn.Exec(ctx, `VACUUM idempotency_key`); err != nil {
+		m.log.Warn("vacuum idempotency_key", zap.Error(err))
+	}
 }
