@@ -25,8 +25,8 @@ SELECT pg_total_relation_size('idempotency_key') + coalesce(sum(pg_total_relatio
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
  WHERE i.inhparent IN ('notification'::regclass, 'delivery'::regclass, 'delivery_attempt'::regclass)`
 
-// BenchmarkRetentionSevenDays simulates 7 days of HERALD_BENCH_ROWS_PER_DAY (default
-// 1,000,000) sent notifications a day, each with a delivery and an attempt, with a retention
+// BenchmarkRetentionSevenDays simulates HERALD_BENCH_DAYS (default 7) days of
+// HERALD_BENCH_ROWS_PER_DAY (default 1,000,000) sent notifications a day, each with a delivery and an attempt, with a retention
 // of 3 days and the relay streaming. Days are fabricated by the UUIDv7 time of their ids;
 // the partition job runs on a simulated clock at the start of each day. It prints, per day,
 // the size of the tables, the days with rows, what the pass dropped, and the relay's slot lag
@@ -34,10 +34,15 @@ SELECT pg_total_relation_size('idempotency_key') + coalesce(sum(pg_total_relatio
 //
 //	go test ./cdc/ -run '^$' -bench BenchmarkRetentionSevenDays -benchtime 1x
 func BenchmarkRetentionSevenDays(b *testing.B) {
-	perDay := 1_000_000
+	perDay, days := 1_000_000, 7
 	if s := os.Getenv("HERALD_BENCH_ROWS_PER_DAY"); s != "" {
 		var err error
 		perDay, err = strconv.Atoi(s)
+		require.NoError(b, err)
+	}
+	if s := os.Getenv("HERALD_BENCH_DAYS"); s != "" {
+		var err error
+		days, err = strconv.Atoi(s)
 		require.NoError(b, err)
 	}
 	ctx := context.Background()
@@ -54,10 +59,10 @@ func BenchmarkRetentionSevenDays(b *testing.B) {
 		eventually(b, 10*time.Minute, func() bool { return h.confirmedFlush() >= target }, "slot behind %d", target)
 		return time.Since(start)
 	}
-	first := partition.DayOf(time.Now()).Add(-30)
+	first := partition.DayOf(time.Now()).Add(-10 - days)
 	fmt.Printf("%-4s %-10s %9s %8s %6s %-12s %14s %12s %12s\n", "day", "date", "size MB", "keys MB", "days", "dropped", "lag after MB", "catch-up", "insert")
 	b.ResetTimer()
-	for i := range 7 {
+	for i := range days {
 		day := first.Add(i)
 		now.Store(day.Time().Add(time.Minute).UnixNano())
 		res, err := m.Pass(ctx)
