@@ -35,7 +35,12 @@ type harness struct {
 // private Kafka; the relay then creates the topics itself).
 func newHarness(t testing.TB, brokers []string) *harness {
 	t.Helper()
-	url := stacktest.PostgresURL(t)
+	return newHarnessOn(t, brokers, stacktest.PostgresURL(t))
+}
+
+// newHarnessOn is newHarness on the database at url.
+func newHarnessOn(t testing.TB, brokers []string, url string) *harness {
+	t.Helper()
 	pcfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
 	pcfg.MaxConns = 16 // the relay's own statements and a test's concurrent inserters

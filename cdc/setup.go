@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,25 +35,42 @@ func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
 	return nil
 }
 
-// ensurePublication creates the publication on the delivery table if it does not exist.
+// ensurePublication creates the publication on the delivery table if it does not exist,
+// and makes an existing one publish through the partition root.
+//
+// delivery is partitioned by day (migration 00060): with publish_via_partition_root the
+// relay sees one relation, delivery, whatever partition a row is in, and partitions created
+// or dropped later need no change to the publication. A publication made before the
+// partitions (without the option) is altered here.
 //
 // It has no row filter: a filter on columns outside the replica identity (status,
 // next_attempt_at) would make every UPDATE of delivery fail, and "due" needs now() anyway.
 // The relay filters. It publishes inserts and updates only; deletes and truncates carry
 // nothing to send.
 func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) error {
-	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&exists); err != nil {
+	var exists, viaRoot, hasDelivery bool
+	err := pool.QueryRow(ctx, `SELECT true, p.pubviaroot,
+		EXISTS (SELECT 1 FROM pg_publication_rel r WHERE r.prpubid = p.oid AND r.prrelid = 'delivery'::regclass)
+		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&exists, &viaRoot, &hasDelivery)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("look up publication %s: %w", name, err)
 	}
-	if exists {
-		return nil
-	}
 	// name is checked against identifier in validate: safe to splice.
-	_, err := pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE delivery WITH (publish = 'insert, update')`)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
-		return nil // another relay was faster
+	switch {
+	case !exists:
+		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE delivery
+			WITH (publish = 'insert, update', publish_via_partition_root = true)`)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
+			return nil // another relay was faster
+		}
+	case !hasDelivery:
+		_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` ADD TABLE delivery`)
+		if err == nil && !viaRoot {
+			_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`)
+		}
+	case !viaRoot:
+		_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`)
 	}
 	if err != nil {
 		return fmt.Errorf("create publication %s: %w", name, err)

@@ -120,13 +120,18 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 // writes them.
 const benchBaselineLot = `
 WITH u AS (SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::int[]) AS u (nid, did, g)),
+k AS (
+    INSERT INTO idempotency_key (client_id, idempotency_key, notification_id, request_hash)
+    SELECT $1, 'baseline-' || u.g, u.nid, decode('00', 'hex') FROM u
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING notification_id
+),
 n AS (
     INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
                               category, payload, priority, response)
     SELECT u.nid, $1, 'baseline-' || u.g, decode('00', 'hex'), u.g, 'promo', 'marketing', '{}', 'LOW',
            '{"id": "x", "deliveries": [], "suppressed": []}'
-    FROM u
-    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    FROM u JOIN k ON k.notification_id = u.nid
     RETURNING id, priority, expires_at
 )
 INSERT INTO delivery (id, notification_id, channel, priority, expires_at)

@@ -112,13 +112,14 @@ func TestIdempotencyWaitsForConcurrentInsert(t *testing.T) {
 	const body = `{"userId":9,"template":"otp","channels":["SMS"]}`
 	in, err := decodeNotification(strings.NewReader(body), DefaultMaxPayloadBytes)
 	require.NoError(t, err)
-	const stored = `{"id":"01a229cf-0000-7000-8000-00000000beef","deliveries":[],"suppressed":[{"channel":"SMS","reason":"opted_out"}]}`
+	nid := uuid.Must(uuid.NewV7()) // today's partition
+	stored := `{"id":"` + nid.String() + `","deliveries":[],"suppressed":[{"channel":"SMS","reason":"opted_out"}]}`
 
 	ctx := context.Background()
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	inserted, err := delivery.Insert(ctx, tx, delivery.Notification{ID: uuid.MustParse("01a229cf-0000-7000-8000-00000000beef"),
+	inserted, err := delivery.Insert(ctx, tx, delivery.Notification{ID: nid,
 		ClientID: e.clientID, IdempotencyKey: "racing", RequestHash: in.hash(), UserID: 9, Template: "otp",
 		Category: "security", Priority: herald.PriorityNormal, Response: []byte(stored)})
 	require.NoError(t, err)

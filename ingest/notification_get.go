@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/timeline"
 )
 
@@ -67,10 +68,16 @@ SELECT user_id, template, category, priority, payload, send_at, expires_at, crea
        coalesce(traceparent, '')
 FROM notification WHERE id = $1 AND client_id = $2`
 
+// selectDeliveries reads the deliveries of notification $1. delivery is partitioned by the
+// day of its id, and a delivery is made with its notification (the same insert), so its id
+// lies in the notification's day or, made a moment after midnight, the next: $2 and $3
+// bound the ids to those two days, and the look-up reads at most two partitions instead of
+// every day's.
 const selectDeliveries = `
 SELECT id::text, channel, status, attempts, next_attempt_at, last_error, sent_at, updated_at,
        provider, provider_message_id
-FROM delivery WHERE notification_id = $1 AND EXISTS (SELECT 1 FROM notification WHERE id = $1 AND client_id = $2)
+FROM delivery WHERE notification_id = $1 AND id >= $3 AND id < $4
+  AND EXISTS (SELECT 1 FROM notification WHERE id = $1 AND client_id = $2)
 ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], channel)`
 
 func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +107,8 @@ func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 		found = err == nil
 		return err
 	})
-	b.Queue(selectDeliveries, id.String(), clientFrom(ctx)).Query(func(rows pgx.Rows) error {
+	day := partition.DayOfID(id)
+	b.Queue(selectDeliveries, id.String(), clientFrom(ctx), day.Lower(), day.Add(2).Lower()).Query(func(rows pgx.Rows) error {
 		var err error
 		n.Deliveries, err = pgx.CollectRows(rows, scanDelivery)
 		return err

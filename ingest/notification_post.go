@@ -33,7 +33,8 @@ type acceptedDelivery struct {
 }
 
 const selectByIdempotencyKey = `
-SELECT request_hash, response FROM notification WHERE client_id = $1 AND idempotency_key = $2`
+SELECT k.request_hash, n.response FROM idempotency_key k JOIN notification n ON n.id = k.notification_id
+WHERE k.client_id = $1 AND k.idempotency_key = $2`
 
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

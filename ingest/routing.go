@@ -35,11 +35,12 @@ func (f *recipientFacts) dest() []any {
 // preferences. Every part is a LEFT JOIN so that one row always comes back.
 const loadAcceptContext = `
 SELECT now(),
-       ex.request_hash, ex.response,
+       k.request_hash, ex.response,
        t.category, t.channels, t.content, coalesce(c.locale, ''),
        ` + recipientFactsColumns + `
 FROM (SELECT 1) AS one
-LEFT JOIN notification ex ON ex.client_id = $1 AND ex.idempotency_key = $2
+LEFT JOIN idempotency_key k ON k.client_id = $1 AND k.idempotency_key = $2
+LEFT JOIN notification ex ON ex.id = k.notification_id
 LEFT JOIN template t ON t.name = $4
 LEFT JOIN user_contact c ON c.user_id = $3
 LEFT JOIN user_preference p ON p.user_id = $3`

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,6 +44,7 @@ type serveConfig struct {
 	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
+	Partitions      partition.Config
 	Dispatch        dispatchFlags
 	Groups          groupFlags
 	Senders         senderFlags
@@ -63,6 +65,9 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
 	c.Topics.register(f)
 	c.Relay.register(f)
+	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
+	f.Int(&c.Partitions.Ahead, "partitions-ahead", partition.DefaultAhead, "days after today whose partitions are created ahead")
+	f.Duration(&c.Partitions.Interval, "partition-interval", partition.DefaultInterval, "time between two partition passes (create ahead, drop past the retention)")
 	c.Dispatch.register(f)
 	c.Groups.register(f)
 	c.Senders.register(f)
@@ -187,6 +192,12 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeRelay()
 		runs = append(runs, component{"relay", relay.Run})
+		// Daily partitions: one process at a time (an advisory lock) among the relays.
+		pm, err := partition.New(c.Partitions, pool, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, component{"partitions", pm.Run})
 	}
 	if c.has("dispatch") {
 		d, closeDispatch, err := newDispatcher(c, pool, log)

@@ -40,23 +40,33 @@ type New struct {
 	Channel herald.Channel
 }
 
-// insertSQL writes a notification and its delivery rows, PENDING, in one statement. The
-// delivery insert reads the notification insert's RETURNING, so when the Idempotency-Key is
+// insertSQL writes a notification and its delivery rows, PENDING, in one statement. It
+// first claims the Idempotency-Key in idempotency_key (notification is partitioned by day, so
+// the key's unique constraint lives in a table of its own); the notification insert reads
+// that insert's RETURNING, and the delivery insert the notification insert's. When the key is
 // already taken (ON CONFLICT DO NOTHING: a concurrent request with the same key waits here
-// for the other transaction and then inserts nothing) no delivery row is written either, and
-// the count is 0: the "condition" of this transition is that the key is free.
+// for the other transaction and then inserts nothing) no notification or delivery row is
+// written either, and the count is 0: the "condition" of this transition is that the key is
+// free.
 //
 // next_attempt_at is $17 for deliveries due later (sendAt, quiet hours: the sweeper publishes
 // them when it passes); NULL means now(), the database clock, which equals the row's
 // updated_at, so the relay publishes the row as soon as the transaction commits. Ids arrive
 // as binary uuids (pgtype.UUID), which pgx encodes without parsing text.
 const insertSQL = `
-WITH n AS (
+WITH k AS (
+    INSERT INTO idempotency_key (client_id, idempotency_key, notification_id, request_hash)
+    VALUES ($2, $3, $1, $4)
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING notification_id
+), n AS (
     INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
                               category, payload, recipient, priority, traceparent, send_at,
                               expires_at, response)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::jsonb, '{}'), $9, $10, $11, $12, $13, $14)
-    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    SELECT k.notification_id, $2::uuid, $3::text, $4::bytea, $5::bigint, $6::text, $7::text,
+           coalesce($8::jsonb, '{}'), $9::jsonb, $10::text, $11::text, $12::timestamptz,
+           $13::timestamptz, $14::jsonb
+    FROM k
     RETURNING id, priority, expires_at, traceparent
 ), d AS (
     INSERT INTO delivery (id, notification_id, channel, priority, expires_at, traceparent, next_attempt_at)

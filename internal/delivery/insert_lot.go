@@ -42,16 +42,23 @@ type LotUser struct {
 // insertLotSQL writes a lot's notifications and their delivery rows, PENDING, in one
 // statement: the per-user columns travel as parallel arrays through unnest, the shared ones
 // once as scalars. It is insertSQL for many notifications at once, with the same condition:
-// a notification whose (client_id, idempotency_key) exists already is skipped (ON CONFLICT
-// DO NOTHING), and so are its deliveries, which join the notification insert's RETURNING.
-// next_attempt_at NULL means now(), as in insertSQL, so the relay publishes the row at commit.
+// each notification first claims its (client_id, idempotency_key) in idempotency_key, and one
+// whose key exists already is skipped (ON CONFLICT DO NOTHING), and so are its deliveries,
+// which join the notification insert's RETURNING. next_attempt_at NULL means now(), as in
+// insertSQL, so the relay publishes the row at commit.
 const insertLotSQL = `
-WITH n AS (
+WITH u AS (
+    SELECT * FROM unnest($10::uuid[], $11::text[], $12::bigint[], $13::text[]) AS u (id, key, user_id, response)
+), k AS (
+    INSERT INTO idempotency_key (client_id, idempotency_key, notification_id, request_hash)
+    SELECT $1, u.key, u.id, $2 FROM u
+    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    RETURNING notification_id
+), n AS (
     INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template,
                               category, payload, priority, send_at, expires_at, response, campaign_id)
     SELECT u.id, $1, u.key, $2, u.user_id, $3, $4, coalesce($5::jsonb, '{}'), $6, $7, $8, u.response::jsonb, $9
-    FROM unnest($10::uuid[], $11::text[], $12::bigint[], $13::text[]) AS u (id, key, user_id, response)
-    ON CONFLICT (client_id, idempotency_key) DO NOTHING
+    FROM u JOIN k ON k.notification_id = u.id
     RETURNING id, priority, expires_at
 ), d AS (
     INSERT INTO delivery (id, notification_id, channel, priority, expires_at, next_attempt_at)

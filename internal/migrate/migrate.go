@@ -31,6 +31,21 @@ func Up(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationResult, erro
 	return res, nil
 }
 
+// UpTo applies the pending migrations up to and including version: tests use it to build a
+// database as an earlier herald left it.
+func UpTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]*goose.MigrationResult, error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	res, err := p.UpTo(ctx, version)
+	if err != nil {
+		return res, fmt.Errorf("apply migrations up to %d: %w", version, err)
+	}
+	return res, nil
+}
+
 // Pending reports whether any embedded migration is not yet applied.
 func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	p, db, err := provider(pool)

@@ -11,8 +11,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io/fs"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/migrate"
 )
 
@@ -54,6 +57,13 @@ func Name(prefix string) string {
 // The database, and any replication slot on it, is dropped when the test ends.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	return PostgresURLAt(t, -1)
+}
+
+// PostgresURLAt is PostgresURL with the migrations applied up to and including version
+// only (-1: all), for tests of a migration on a database an earlier herald left.
+func PostgresURLAt(t testing.TB, version int64) string {
+	t.Helper()
 	admin := require(t, EnvPostgres)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -81,10 +91,37 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("open %s: %v", db, err)
 	}
 	defer pool.Close()
-	if _, err := migrate.Up(ctx, pool); err != nil {
+	if version < 0 {
+		_, err = migrate.Up(ctx, pool)
+	} else {
+		_, err = migrate.UpTo(ctx, pool, version)
+	}
+	if err != nil {
 		t.Fatalf("migrate %s: %v", db, err)
 	}
 	return dsn
+}
+
+// VersionBefore returns the highest migration version below v: the schema an earlier herald
+// left, for a test of migration v.
+func VersionBefore(t testing.TB, v int64) int64 {
+	t.Helper()
+	names, err := fs.Glob(herald.Migrations(), "*.sql")
+	if err != nil {
+		t.Fatalf("list migrations: %v", err)
+	}
+	var best int64 = -1
+	for _, n := range names {
+		num, _, _ := strings.Cut(n, "_")
+		ver, err := strconv.ParseInt(num, 10, 64)
+		if err == nil && ver < v && ver > best {
+			best = ver
+		}
+	}
+	if best < 0 {
+		t.Fatalf("no migration before %d", v)
+	}
+	return best
 }
 
 // Postgres returns a pool on a fresh, migrated database (see PostgresURL).

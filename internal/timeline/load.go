@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // DB is what Load runs on: a *pgxpool.Pool, a *pgxpool.Conn, a *pgx.Conn or a pgx.Tx.
@@ -31,7 +32,7 @@ SELECT n.id::text, n.client_id::text, n.user_id, n.template, n.category, n.prior
        coalesce(n.traceparent, ''),
        d.id::text, d.channel, d.status, d.attempts, d.next_attempt_at, d.created_at, d.updated_at,
        d.provider, d.provider_message_id, d.transition_status, d.transition_at
-  FROM notification n LEFT JOIN delivery d ON d.notification_id = n.id
+  FROM notification n LEFT JOIN delivery d ON d.notification_id = n.id AND d.id >= $3 AND d.id < $4
  WHERE n.id = ` + notificationOf + ` AND ($2::uuid IS NULL OR n.client_id = $2::uuid)
  ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], d.channel)`
 
@@ -42,6 +43,7 @@ SELECT a.delivery_id::text, a.attempt, a.started_at, a.finished_at, a.outcome, a
        a.provider_code, a.next_attempt_at
   FROM delivery_attempt a JOIN delivery d ON d.id = a.delivery_id
  WHERE d.notification_id = ` + notificationOf + `
+   AND d.id >= $2 AND d.id < $3 AND a.delivery_id >= $2 AND a.delivery_id < $3
  ORDER BY a.delivery_id, a.attempt`
 
 // Load reads the timeline of the notification id, or of the notification of delivery id.
@@ -56,7 +58,8 @@ func Load(ctx context.Context, db DB, id, clientID string) (*Timeline, error) {
 		client = &clientID
 	}
 	b := &pgx.Batch{}
-	b.Queue(selectDeliveries, id, client)
+	lo, hi := days(id)
+	b.Queue(selectDeliveries, id, client, lo, hi)
 	attempts := map[string][]Attempt{}
 	QueueAttemptLog(b, id, attempts)
 	br := db.SendBatch(ctx, b)
@@ -145,7 +148,8 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 // delivery's attempts by delivery id, in attempt order. It lets a caller read the log in the
 // round trip of its own queries (GET /api/notifications/{id} does).
 func QueueAttemptLog(b *pgx.Batch, ref string, into map[string][]Attempt) {
-	b.Queue(selectAttempts, ref).Query(func(rows pgx.Rows) error {
+	lo, hi := days(ref)
+	b.Queue(selectAttempts, ref, lo, hi).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				a              Attempt
@@ -199,8 +203,23 @@ func Resolve(ctx context.Context, db DB, ref, client string) (string, error) {
 const selectByIdempotencyKey = `
 WITH c AS (
     SELECT id FROM api_client WHERE id = $1::uuid OR ($1 IS NULL AND name = $2))
-SELECT n.id::text FROM notification n, c
- WHERE n.client_id = c.id AND n.idempotency_key = $3 AND (SELECT count(*) FROM c) = 1`
+SELECT k.notification_id::text FROM idempotency_key k, c
+ WHERE k.client_id = c.id AND k.idempotency_key = $3 AND (SELECT count(*) FROM c) = 1`
+
+// days bounds the deliveries a look-up by ref may read to the partitions they can be in:
+// delivery and delivery_attempt are partitioned by the day of the delivery id (docs/
+// architecture.md), a delivery is made with its notification, so in the notification's day
+// or, a moment after midnight, the next; ref is a notification id or a delivery id, so the
+// deliveries lie within a day before to two days after ref's day, and the look-up reads
+// those partitions only.
+func days(ref string) (lo, hi uuid.UUID) {
+	id, err := uuid.Parse(ref)
+	if err != nil {
+		return uuid.Nil, uuid.Max
+	}
+	d := partition.DayOfID(id)
+	return d.Add(-1).Lower(), d.Add(2).Lower()
+}
 
 func deref(s *string) string {
 	if s == nil {

@@ -8,20 +8,22 @@ import (
 )
 
 // cloneSQL copies notification $1 and its deliveries $2 times in one statement, with new
-// ids and idempotency keys and every other column as the original has it. It is the volume
+// ids and idempotency keys and every other column as the original has it. A new id keeps
+// the original's first 48 bits (its UUIDv7 time), the version 7 and takes the rest from a
+// random uuid, so that the copies land in the original's daily partition. It is the volume
 // fixture: the original went through the real insert (and placement), so the copies have
 // the shape the transitions give, at the speed of INSERT ... SELECT.
 const cloneSQL = `
 WITH n AS (
     INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category,
                               payload, recipient, priority, traceparent, send_at, expires_at, response)
-    SELECT gen_random_uuid(), client_id, idempotency_key || '.' || g, request_hash, user_id, template, category,
+    SELECT (substr(replace(id::text, '-', ''), 1, 12) || '7' || substr(replace(gen_random_uuid()::text, '-', ''), 14))::uuid, client_id, idempotency_key || '.' || g, request_hash, user_id, template, category,
            payload, recipient, priority, traceparent, send_at, expires_at, response
       FROM notification, generate_series(1, $2::int) AS g
      WHERE id = $1::uuid
  RETURNING id)
 INSERT INTO delivery (id, notification_id, channel, priority, status, attempts, next_attempt_at, expires_at, traceparent)
-SELECT gen_random_uuid(), n.id, d.channel, d.priority, d.status, d.attempts, d.next_attempt_at, d.expires_at, d.traceparent
+SELECT (substr(replace(d.id::text, '-', ''), 1, 12) || '7' || substr(replace(gen_random_uuid()::text, '-', ''), 14))::uuid, n.id, d.channel, d.priority, d.status, d.attempts, d.next_attempt_at, d.expires_at, d.traceparent
   FROM n CROSS JOIN delivery d
  WHERE d.notification_id = $1::uuid`
 

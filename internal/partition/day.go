@@ -1,0 +1,74 @@
+package partition
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Tables are the partitioned tables, in the order a day's partitions are dropped (an
+// attempt partition references its delivery partition).
+var Tables = []string{"delivery_attempt", "delivery", "notification"}
+
+// Day is a UTC calendar day: midnight UTC of it.
+type Day time.Time
+
+// DayOf returns the UTC day of t.
+func DayOf(t time.Time) Day {
+	y, m, d := t.UTC().Date()
+	return Day(time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
+}
+
+// DayOfID returns the UTC day in which a UUIDv7 was made (its first 48 bits are unix ms).
+func DayOfID(id uuid.UUID) Day {
+	return DayOf(time.UnixMilli(idMillis(id)))
+}
+
+func idMillis(id uuid.UUID) int64 {
+	var b [8]byte
+	copy(b[2:], id[:6])
+	return int64(binary.BigEndian.Uint64(b[:]))
+}
+
+// Time is the day's midnight UTC.
+func (d Day) Time() time.Time { return time.Time(d) }
+
+// Add returns the day n days later.
+func (d Day) Add(n int) Day { return Day(d.Time().AddDate(0, 0, n)) }
+
+// Lower is the lowest UUIDv7 of the day: its midnight in unix ms, the rest zero. The day's
+// partitions hold ids from Lower (inclusive) to the next day's Lower (exclusive); the SQL
+// function herald_day_bound computes the same.
+func (d Day) Lower() uuid.UUID {
+	var id uuid.UUID
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(d.Time().UnixMilli()))
+	copy(id[:6], b[2:])
+	return id
+}
+
+// Suffix is the partition name suffix, YYYYMMDD.
+func (d Day) Suffix() string { return d.Time().Format("20060102") }
+
+func (d Day) String() string { return d.Time().Format(time.DateOnly) }
+
+// Name is the name of table's partition of the day, e.g. delivery_20261130.
+func (d Day) Name(table string) string { return table + "_" + d.Suffix() }
+
+var partitionName = regexp.MustCompile(`^(notification|delivery|delivery_attempt)_([0-9]{8})$`)
+
+// parseName returns the table and day of a partition name made by Name.
+func parseName(name string) (string, Day, error) {
+	m := partitionName.FindStringSubmatch(name)
+	if m == nil {
+		return "", Day{}, fmt.Errorf("%q is not a daily partition name", name)
+	}
+	t, err := time.Parse("20060102", m[2])
+	if err != nil {
+		return "", Day{}, fmt.Errorf("partition %q: %w", name, err)
+	}
+	return m[1], Day(t), nil
+}
