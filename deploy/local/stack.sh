@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # herald's local stack: PostgreSQL 15 (logical replication), Redis, Apache Kafka 4 (KRaft,
-# single node) and, on request, mailpit. No Docker: Debian packages, Maven Central jars and
+# single node) and, on request, mailpit, Jaeger and Prometheus. No Docker: Debian packages, Maven Central jars and
 # the Go module proxy. All state lives under $HERALD_STACK_DIR (default <repo>/.stack); every
 # service listens on 127.0.0.1 on a non-default port. See docs/local-stack.md.
 #
@@ -39,10 +39,19 @@ REDIS_TLS_PORT="${HERALD_REDIS_TLS_PORT:-}"
 MAILPIT_VERSION="${HERALD_MAILPIT_VERSION:-v1.33.1}"
 MAILPIT_SMTP_PORT="${HERALD_MAILPIT_SMTP_PORT:-51025}"
 MAILPIT_UI_PORT="${HERALD_MAILPIT_UI_PORT:-58025}"
+JAEGER_OTLP_GRPC_PORT="${HERALD_JAEGER_OTLP_GRPC_PORT:-54317}"
+JAEGER_OTLP_HTTP_PORT="${HERALD_JAEGER_OTLP_HTTP_PORT:-54318}"
+JAEGER_UI_PORT="${HERALD_JAEGER_UI_PORT:-56686}"
+JAEGER_QUERY_GRPC_PORT="${HERALD_JAEGER_QUERY_GRPC_PORT:-56685}"
+JAEGER_HEALTH_PORT="${HERALD_JAEGER_HEALTH_PORT:-53133}"
+JAEGER_MAX_TRACES="${HERALD_JAEGER_MAX_TRACES:-100000}"
+PROMETHEUS_PORT="${HERALD_PROMETHEUS_PORT:-59090}"
+# host:port of the listener that serves herald's /metrics (the API listener of `make run`).
+PROMETHEUS_TARGET="${HERALD_PROMETHEUS_TARGET:-127.0.0.1:8080}"
 
 PG_BIN=/usr/lib/postgresql/15/bin
 DEFAULT_SERVICES=(postgres redis kafka)
-ALL_SERVICES=(postgres redis kafka mailpit)
+ALL_SERVICES=(postgres redis kafka mailpit jaeger prometheus)
 
 # shellcheck source=deploy/local/lib.sh
 source "$HERE/lib.sh"
@@ -54,10 +63,14 @@ source "$HERE/redis.sh"
 source "$HERE/kafka.sh"
 # shellcheck source=deploy/local/mailpit.sh
 source "$HERE/mailpit.sh"
+# shellcheck source=deploy/local/jaeger.sh
+source "$HERE/jaeger.sh"
+# shellcheck source=deploy/local/prometheus.sh
+source "$HERE/prometheus.sh"
 
 check_service() {
 	case "$1" in
-	postgres | redis | kafka | mailpit) ;;
+	postgres | redis | kafka | mailpit | jaeger | prometheus) ;;
 	*) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
 	esac
 }
@@ -73,7 +86,7 @@ cmd_up() {
 
 cmd_down() {
 	local services=("$@")
-	[ ${#services[@]} -gt 0 ] || services=(mailpit kafka redis postgres)
+	[ ${#services[@]} -gt 0 ] || services=(prometheus jaeger mailpit kafka redis postgres)
 	local s
 	for s in "${services[@]}"; do check_service "$s"; done
 	lock_stack
@@ -85,9 +98,9 @@ cmd_status() {
 	echo "stack dir: $STACK"
 	for s in "${ALL_SERVICES[@]}"; do
 		if "${s}_running"; then
-			printf '  %-9s up    %s\n' "$s" "$("${s}_describe")"
+			printf '  %-10s up    %s\n' "$s" "$("${s}_describe")"
 		else
-			printf '  %-9s down\n' "$s"
+			printf '  %-10s down\n' "$s"
 			case " ${DEFAULT_SERVICES[*]} " in *" $s "*) rc=3 ;; esac
 		fi
 	done
@@ -106,6 +119,11 @@ EOF
 	if mailpit_running; then
 		echo "export HERALD_SMTP_ADDR='127.0.0.1:${MAILPIT_SMTP_PORT}'"
 	fi
+	# Where Jaeger is, whether or not it runs now (the trace test starts it with `up jaeger`).
+	cat <<EOF
+export HERALD_TEST_JAEGER_OTLP_ENDPOINT='http://127.0.0.1:${JAEGER_OTLP_HTTP_PORT}'
+export HERALD_TEST_JAEGER_QUERY_URL='http://127.0.0.1:${JAEGER_UI_PORT}'
+EOF
 }
 
 cmd_logs() {

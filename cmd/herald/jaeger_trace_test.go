@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/senders/sim"
+)
+
+// The environment variables `deploy/local/stack.sh env` prints for Jaeger: its OTLP/HTTP
+// receiver and its query API.
+const (
+	envJaegerOTLP  = "HERALD_TEST_JAEGER_OTLP_ENDPOINT"
+	envJaegerQuery = "HERALD_TEST_JAEGER_QUERY_URL"
+)
+
+// jaeger starts the stack's Jaeger when it is not running (`stack.sh up jaeger` returns at
+// once when it is; `make test` starts it before the tests, so that its one-time build does
+// not count against a test timeout) and returns its OTLP endpoint and query URL.
+func jaeger(t *testing.T) (otlp, query string) {
+	t.Helper()
+	otlp, query = os.Getenv(envJaegerOTLP), os.Getenv(envJaegerQuery)
+	require.NotEmpty(t, otlp, "%s is not set: eval \"$(deploy/local/stack.sh env)\"", envJaegerOTLP)
+	require.NotEmpty(t, query, "%s is not set: eval \"$(deploy/local/stack.sh env)\"", envJaegerQuery)
+	script, err := filepath.Abs("../../deploy/local/stack.sh")
+	require.NoError(t, err)
+	out, err := exec.Command(script, "up", "jaeger").CombinedOutput()
+	require.NoError(t, err, "deploy/local/stack.sh up jaeger: %s", out)
+	return otlp, query
+}
+
+// jaegerSpan is a span as Jaeger's query API (/api/traces/{id}) returns it.
+type jaegerSpan struct {
+	TraceID       string `json:"traceID"`
+	SpanID        string `json:"spanID"`
+	OperationName string `json:"operationName"`
+	References    []struct {
+		RefType string `json:"refType"`
+		TraceID string `json:"traceID"`
+		SpanID  string `json:"spanID"`
+	} `json:"references"`
+	Tags []struct {
+		Key   string `json:"key"`
+		Value any    `json:"value"`
+	} `json:"tags"`
+}
+
+func (s jaegerSpan) parent() string {
+	for _, r := range s.References {
+		if r.RefType == "CHILD_OF" {
+			return r.SpanID
+		}
+	}
+	return ""
+}
+
+func (s jaegerSpan) tag(key string) string {
+	for _, tg := range s.Tags {
+		if tg.Key == key {
+			return fmt.Sprint(tg.Value)
+		}
+	}
+	return ""
+}
+
+// jaegerTrace fetches a trace's spans by operation name; ok=false while Jaeger has none.
+func jaegerTrace(ctx context.Context, query, traceID string) (map[string][]jaegerSpan, error) {
+	status, b, err := tryJSON(ctx, http.MethodGet, query+"/api/traces/"+traceID, "", "", "")
+	if err != nil || status == http.StatusNotFound {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/traces/%s: %d %s", traceID, status, b)
+	}
+	var ans struct {
+		Data []struct {
+			Spans []jaegerSpan `json:"spans"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return nil, fmt.Errorf("decode trace %s: %w", traceID, err)
+	}
+	byName := map[string][]jaegerSpan{}
+	for _, d := range ans.Data {
+		for _, s := range d.Spans {
+			byName[s.OperationName] = append(byName[s.OperationName], s)
+		}
+	}
+	return byName, nil
+}
+
+// TestJaegerOneTraceFromAPIToProvider sends one HIGH OTP by SMS through the real pipeline
+// (herald serve and the provider simulator as subprocesses) with traces exported over OTLP
+// to the stack's Jaeger, and reads the notification's trace back from Jaeger's query API:
+// one trace, from the API request to the provider's HTTP call, with the parent links of
+// DESIGN.md §14.
+func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
+	otlp, query := jaeger(t)
+	st := newStack(t)
+	key, secret := st.apiClient(t)
+	sm := startSim(t, "--sim-webhook-secret", secret)
+	traced := &simulator{proc: sm.proc, url: sm.url, env: maps.Clone(sm.env)}
+	maps.Copy(traced.env, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": otlp,
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_SERVICE_NAME":           "herald-jaeger-test",
+		"OTEL_BSP_SCHEDULE_DELAY":     "100", // ms: export at once rather than every 5 s
+	})
+	addr := freeAddr(t)
+	st.serve(t, "serve", addr, traced)
+	base := "http://" + addr
+	doJSON(t, http.MethodPut, base+"/api/templates/otp", key, otpTemplate, nil, http.StatusOK, http.StatusCreated)
+	doJSON(t, http.MethodPut, base+"/api/users/7", key, `{"phone": "+15550100007"}`, nil, http.StatusOK, http.StatusCreated)
+
+	var ans struct {
+		ID         string     `json:"id"`
+		Deliveries []delivery `json:"deliveries"`
+	}
+	status, b, err := tryJSON(context.Background(), http.MethodPost, base+"/api/notifications", key, "jaeger-otp",
+		`{"userId": 7, "template": "otp", "channels": ["SMS"], "priority": "HIGH", "payload": {"code": "424242"}}`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, status, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &ans))
+	require.Len(t, ans.Deliveries, 1)
+	deliveryID := ans.Deliveries[0].ID
+
+	pool, err := pgxpool.New(context.Background(), st.dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var tp string
+	waitFor(t, 30*time.Second, "the delivery to be SENT", func() bool {
+		var status string
+		err := pool.QueryRow(context.Background(), `SELECT status, traceparent FROM delivery WHERE id = $1`, deliveryID).Scan(&status, &tp)
+		require.NoError(t, err)
+		return status == "SENT"
+	})
+	traceID := traceID(tp)
+	require.Len(t, traceID, 32, "stored traceparent %q", tp)
+
+	// Spans arrive in batches from the API, relay and dispatch: wait for the last one.
+	want := []string{"POST /api/notifications", "ingest.accept", "cdc publish", "dispatch.deliver",
+		"dispatch.lease", "dispatch.rate_limit", "dispatch.send", sim.Twilio + " POST"}
+	var spans map[string][]jaegerSpan
+	waitFor(t, 30*time.Second, "Jaeger to hold every span of trace "+traceID, func() bool {
+		spans, err = jaegerTrace(context.Background(), query, traceID)
+		require.NoError(t, err)
+		for _, name := range want {
+			if len(spans[name]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	one := func(name string) jaegerSpan {
+		require.Len(t, spans[name], 1, "spans named %q", name)
+		s := spans[name][0]
+		require.Equal(t, traceID, s.TraceID)
+		return s
+	}
+	server, accept, publish := one("POST /api/notifications"), one("ingest.accept"), one("cdc publish")
+	deliver, lease, limit, send := one("dispatch.deliver"), one("dispatch.lease"), one("dispatch.rate_limit"), one("dispatch.send")
+	provider := one(sim.Twilio + " POST")
+
+	require.Empty(t, server.parent(), "the API request's span is the root")
+	// The stored traceparent is the request span's: the accept transaction and the relay's
+	// publish are both its children.
+	require.Equal(t, server.SpanID, accept.parent(), "accept transaction under the request")
+	require.Equal(t, server.SpanID, publish.parent(), "relay publish under the request")
+	require.NotEmpty(t, publish.tag("herald.commit_lsn"), "the publish span names the commit LSN")
+	require.Equal(t, "stream", publish.tag("herald.source"))
+	require.Equal(t, deliveryID, publish.tag("herald.delivery_id"))
+	require.Equal(t, publish.SpanID, deliver.parent(), "dispatch continues the record's trace")
+	require.Equal(t, deliveryID, deliver.tag("herald.delivery_id"))
+	for _, s := range []jaegerSpan{lease, limit, send} {
+		require.Equal(t, deliver.SpanID, s.parent(), "%s under dispatch.deliver", s.OperationName)
+	}
+	require.Equal(t, send.SpanID, provider.parent(), "the provider's HTTP call under dispatch.send")
+	require.Equal(t, "200", provider.tag("http.response.status_code"))
+}
