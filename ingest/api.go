@@ -71,10 +71,20 @@ func (a *API) Handler() http.Handler {
 		r.Handle(rt.path, a.authorize(rt.handler, rt.scopes...)).Methods(rt.method)
 	}
 
-	return otelhttp.NewHandler(r, "ingest",
+	traced := otelhttp.NewHandler(r, "ingest",
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Pattern != "" {
+			// The pattern of an enclosing http.ServeMux ("/" in herald serve) is not the
+			// route: otelhttp would name the span and label the metrics with it, over the
+			// route template nameSpan gives.
+			r = r.WithContext(r.Context())
+			r.Pattern = ""
+		}
+		traced.ServeHTTP(w, r)
+	})
 }
 
 // apiRoute is one API route and the scopes that may call it (any one of them suffices;

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,58 +101,89 @@ func jaegerTrace(ctx context.Context, query, traceID string) (map[string][]jaege
 	return byName, nil
 }
 
-// TestJaegerOneTraceFromAPIToProvider sends one HIGH OTP by SMS through the real pipeline
-// (herald serve and the provider simulator as subprocesses) with traces exported over OTLP
-// to the stack's Jaeger, and reads the notification's trace back from Jaeger's query API:
-// one trace, from the API request to the provider's HTTP call, with the parent links of
-// DESIGN.md §14.
-func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
-	otlp, query := jaeger(t)
+// oneOTP is one HIGH OTP by SMS sent through the real pipeline: `herald serve` and the
+// provider simulator as subprocesses, serve with env on top of the simulator's settings.
+type oneOTP struct {
+	addr       string // serve's API listener, which also serves /metrics
+	deliveryID string
+	traceID    string // of the notification's stored traceparent
+}
+
+// sendOneOTP starts serve with env, sends one OTP and waits until its delivery is SENT.
+func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
+	t.Helper()
 	st := newStack(t)
 	key, secret := st.apiClient(t)
 	sm := startSim(t, "--sim-webhook-secret", secret)
-	traced := &simulator{proc: sm.proc, url: sm.url, env: maps.Clone(sm.env)}
-	maps.Copy(traced.env, map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": otlp,
-		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-		"OTEL_SERVICE_NAME":           "herald-jaeger-test",
-		"OTEL_BSP_SCHEDULE_DELAY":     "100", // ms: export at once rather than every 5 s
-	})
+	withEnv := &simulator{proc: sm.proc, url: sm.url, env: maps.Clone(sm.env)}
+	maps.Copy(withEnv.env, env)
 	addr := freeAddr(t)
-	st.serve(t, "serve", addr, traced)
+	st.serve(t, "serve", addr, withEnv, fastRecovery...)
+	pool, err := pgxpool.New(context.Background(), st.dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	// Ready serve may not stream yet: a row committed before the relay's slot exists reaches
+	// Kafka through the sweeper, without the commit LSN the trace test looks for.
+	slot := st.args[slices.Index(st.args, "--relay-slot")+1]
+	// The slot exists once its creation (which waits for running transactions) is complete.
+	waitFor(t, 90*time.Second, "the relay to stream from slot "+slot, func() bool {
+		var active bool
+		err := pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots
+			WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL`, slot).Scan(&active)
+		return err == nil && active
+	})
 	base := "http://" + addr
 	doJSON(t, http.MethodPut, base+"/api/templates/otp", key, otpTemplate, nil, http.StatusOK, http.StatusCreated)
 	doJSON(t, http.MethodPut, base+"/api/users/7", key, `{"phone": "+15550100007"}`, nil, http.StatusOK, http.StatusCreated)
 
 	var ans struct {
-		ID         string     `json:"id"`
 		Deliveries []delivery `json:"deliveries"`
 	}
-	status, b, err := tryJSON(context.Background(), http.MethodPost, base+"/api/notifications", key, "jaeger-otp",
+	status, b, err := tryJSON(context.Background(), http.MethodPost, base+"/api/notifications", key, "one-otp",
 		`{"userId": 7, "template": "otp", "channels": ["SMS"], "priority": "HIGH", "payload": {"code": "424242"}}`)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, status, "%s", b)
 	require.NoError(t, json.Unmarshal(b, &ans))
 	require.Len(t, ans.Deliveries, 1)
-	deliveryID := ans.Deliveries[0].ID
+	o := oneOTP{addr: addr, deliveryID: ans.Deliveries[0].ID}
 
-	pool, err := pgxpool.New(context.Background(), st.dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	var tp string
+	var tp, state string
+	defer func() {
+		if t.Failed() {
+			t.Logf("delivery %s: status %s", o.deliveryID, state)
+		}
+	}()
 	waitFor(t, 30*time.Second, "the delivery to be SENT", func() bool {
-		var status string
-		err := pool.QueryRow(context.Background(), `SELECT status, traceparent FROM delivery WHERE id = $1`, deliveryID).Scan(&status, &tp)
+		err := pool.QueryRow(context.Background(), `SELECT status, traceparent FROM delivery WHERE id = $1`, o.deliveryID).Scan(&state, &tp)
 		require.NoError(t, err)
-		return status == "SENT"
+		return state == "SENT"
 	})
-	traceID := traceID(tp)
-	require.Len(t, traceID, 32, "stored traceparent %q", tp)
+	o.traceID = traceID(tp)
+	require.Len(t, o.traceID, 32, "stored traceparent %q", tp)
+	return o
+}
+
+// TestJaegerOneTraceFromAPIToProvider sends one HIGH OTP by SMS through the real pipeline
+// with traces exported over OTLP to the stack's Jaeger, and reads the notification's trace
+// back from Jaeger's query API: one trace, from the API request to the provider's HTTP call,
+// with the parent links of DESIGN.md §14.
+func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
+	otlp, query := jaeger(t)
+	o := sendOneOTP(t, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": otlp,
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_SERVICE_NAME":           "herald-jaeger-test",
+		"OTEL_BSP_SCHEDULE_DELAY":     "100", // ms: export at once rather than every 5 s
+	})
+	traceID, deliveryID := o.traceID, o.deliveryID
 
 	// Spans arrive in batches from the API, relay and dispatch: wait for the last one.
 	want := []string{"POST /api/notifications", "ingest.accept", "cdc publish", "dispatch.deliver",
 		"dispatch.lease", "dispatch.rate_limit", "dispatch.send", sim.Twilio + " POST"}
-	var spans map[string][]jaegerSpan
+	var (
+		spans map[string][]jaegerSpan
+		err   error
+	)
 	waitFor(t, 30*time.Second, "Jaeger to hold every span of trace "+traceID, func() bool {
 		spans, err = jaegerTrace(context.Background(), query, traceID)
 		require.NoError(t, err)
