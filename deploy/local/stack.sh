@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # herald's local stack: PostgreSQL 15 (logical replication), Redis, Apache Kafka 4 (KRaft,
-# single node) and, on request, mailpit, Jaeger and Prometheus. No Docker: Debian packages, Maven Central jars and
-# the Go module proxy. All state lives under $HERALD_STACK_DIR (default <repo>/.stack); every
-# service listens on 127.0.0.1 on a non-default port. See docs/local-stack.md.
+# single node) and, on request, mailpit, Jaeger and Prometheus. No Docker: Debian packages,
+# Maven Central jars and the Go module proxy. All state lives under $HERALD_STACK_DIR
+# (default <repo>/.stack); every service listens on 127.0.0.1 on a non-default port. See
+# docs/local-stack.md.
 #
 #   stack.sh up [service...]     start what is not running (default: postgres redis kafka)
+#   stack.sh install SERVICE...  install or build without starting (mailpit, jaeger, prometheus)
 #   stack.sh down [service...]   stop (default: everything that runs)
 #   stack.sh status              one line per service; exit 3 when a default service is down
 #   stack.sh env                 export lines for tests and for `herald serve`
@@ -84,6 +86,19 @@ cmd_up() {
 	for s in "${services[@]}"; do "${s}_up"; done
 }
 
+cmd_install() {
+	[ $# -gt 0 ] || die "usage: stack.sh install SERVICE... (mailpit, jaeger, prometheus)"
+	local s
+	for s in "$@"; do
+		case "$s" in
+		mailpit | jaeger | prometheus) ;;
+		*) die "nothing to install for '$s' (installable: mailpit jaeger prometheus)" ;;
+		esac
+	done
+	lock_stack
+	for s in "$@"; do "${s}_install"; done
+}
+
 cmd_down() {
 	local services=("$@")
 	[ ${#services[@]} -gt 0 ] || services=(prometheus jaeger mailpit kafka redis postgres)
@@ -139,7 +154,7 @@ cmd_logs() {
 }
 
 usage() {
-	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -147,6 +162,7 @@ main() {
 	[ $# -gt 0 ] && shift
 	case "$cmd" in
 	up) cmd_up "$@" ;;
+	install) cmd_install "$@" ;;
 	down) cmd_down "$@" ;;
 	status) cmd_status ;;
 	env) cmd_env ;;
