@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,10 +22,10 @@ type Final struct {
 	Provider string
 }
 
-// finals is herald.deliveries, exported to Prometheus as herald_deliveries_total. It is
-// created on first use from the global meter provider (which forwards to the provider the
-// process installs later).
-var finals = sync.OnceValue(func() metric.Int64Counter {
+// finals is herald.deliveries, exported to Prometheus as herald_deliveries_total, taken from
+// the global meter provider at each use (the SDK hands back the same instrument), so that
+// it follows the provider the process installs, whenever that happens.
+func finals() metric.Int64Counter {
 	c, err := otel.Meter("github.com/heraldhq/herald/internal/delivery").Int64Counter("herald.deliveries",
 		metric.WithDescription("Deliveries that reached a final state, counted once each at that transition, by outcome "+
 			"(sent, failed, expired, cancelled), channel, provider and priority. Attempts are herald.dispatch.sends."))
@@ -35,7 +34,7 @@ var finals = sync.OnceValue(func() metric.Int64Counter {
 		return noop.Int64Counter{}
 	}
 	return c
-})
+}
 
 // CountFinal counts n deliveries that ended as f. Call it once per successful final
 // transition (the compare-and-set matched), never for a transition that matched nothing.
