@@ -121,6 +121,12 @@ func TestMetricsOfOneDelivery(t *testing.T) {
 		return len(failed) == 0
 	})
 	require.Empty(t, failed)
+	// The HIGH latency SLO counts calls within 5 s: the histogram needs that bucket bound.
+	var bounds []float64
+	for _, b := range fams["herald_dispatch_accept_to_call_seconds"].GetMetric()[0].GetHistogram().GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	require.Contains(t, bounds, 5.0, "buckets of herald_dispatch_accept_to_call_seconds")
 	for _, m := range fams["http_server_request_duration_seconds"].GetMetric() {
 		for _, l := range m.GetLabel() {
 			require.NotContains(t, l.GetValue(), "/api/users/7", "label %s holds a raw path", l.GetName())
