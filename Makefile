@@ -1,6 +1,6 @@
 # herald: `make run` serves the API on the local stack, `make test` runs every test on it.
-# The stack (PostgreSQL, Redis, Kafka; mailpit for `run`) is installed and started by
-# deploy/local/stack.sh; see docs/local-stack.md.
+# The stack (PostgreSQL, Redis, Kafka; Jaeger for `test`; mailpit, Jaeger and Prometheus for
+# `run`) is installed and started by deploy/local/stack.sh; see docs/local-stack.md.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -38,9 +38,13 @@ build:
 run:
 	deploy/local/run.sh
 
+# Jaeger serves the end-to-end trace test (its first build takes minutes: here, not inside a
+# test's timeout); promtool checks and tests the Prometheus rules.
 test:
 	$(STACK) up
 	deploy/local/chromium.sh install
+	$(STACK) up jaeger
+	$(STACK) install prometheus
 	eval "$$($(STACK) env)"
 	go test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKG)
 

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 const instrumentation = "github.com/heraldhq/herald/cdc"
@@ -26,6 +27,7 @@ type metrics struct {
 	expired         metric.Int64Counter
 
 	slotLagBytes atomic.Int64 // -1 when unknown
+	slotLagMilli atomic.Int64 // the slot's flush lag in ms, -1 when unknown
 	leader       atomic.Bool
 	reg          metric.Registration
 }
@@ -34,6 +36,7 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 	meter := otel.Meter(instrumentation)
 	m := &metrics{}
 	m.slotLagBytes.Store(-1)
+	m.slotLagMilli.Store(-1)
 	var err error
 	if m.commitToPublish, err = meter.Float64Histogram("herald.cdc.commit_to_publish",
 		metric.WithUnit("s"),
@@ -67,6 +70,12 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdc metrics: %w", err)
 	}
+	lagTime, err := meter.Float64ObservableGauge("herald.cdc.slot_flush_lag",
+		metric.WithUnit("s"),
+		metric.WithDescription("PostgreSQL's flush_lag of the relay's walsender (pg_stat_replication): how long WAL waits until the relay confirms it; 0 when caught up."))
+	if err != nil {
+		return nil, fmt.Errorf("cdc metrics: %w", err)
+	}
 	inFlight, err := meter.Int64ObservableGauge("herald.cdc.records_in_flight",
 		metric.WithDescription("Records handed to Kafka and not yet acknowledged."))
 	if err != nil {
@@ -82,6 +91,9 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 		if v := m.slotLagBytes.Load(); v >= 0 && m.leader.Load() {
 			o.ObserveInt64(lag, v, slotAttr)
 		}
+		if v := m.slotLagMilli.Load(); v >= 0 && m.leader.Load() {
+			o.ObserveFloat64(lagTime, float64(v)/1000, slotAttr)
+		}
 		o.ObserveInt64(inFlight, pub.inFlight.Load(), slotAttr)
 		var l int64
 		if m.leader.Load() {
@@ -89,7 +101,7 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 		}
 		o.ObserveInt64(leader, l, slotAttr)
 		return nil
-	}, lag, inFlight, leader)
+	}, lag, lagTime, inFlight, leader)
 	if err != nil {
 		return nil, fmt.Errorf("cdc metrics: %w", err)
 	}
@@ -119,6 +131,8 @@ func (m *metrics) reapedRows(ctx context.Context, from herald.Status, p herald.P
 
 func (m *metrics) expiredRows(ctx context.Context, n int64) {
 	m.expired.Add(ctx, n)
+	// The bulk expiry does not return the rows' channels and priorities.
+	delivery.CountFinal(ctx, delivery.Final{Status: herald.StatusExpired}, n)
 }
 
 func (m *metrics) close() error { return m.reg.Unregister() }

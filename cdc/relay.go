@@ -177,17 +177,30 @@ func (r *Relay) dropLostSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	return nil
 }
 
+// slotLagSQL reads the slot's lag in bytes and in time. The time is PostgreSQL's own flush_lag
+// of the walsender that serves the slot: how long recently flushed WAL waited for the relay's
+// confirmation. It is NULL while the stream is caught up and idle (0 here) and while no
+// walsender serves the slot (-1: unknown; the leader metric tells that story). A slot still
+// being created has no confirmed position yet: no row, nothing measured.
+const slotLagSQL = `
+SELECT (pg_current_wal_lsn() - s.confirmed_flush_lsn)::bigint,
+       CASE WHEN s.active_pid IS NULL THEN -1
+            ELSE coalesce((extract(epoch FROM r.flush_lag) * 1000)::bigint, 0) END
+  FROM pg_replication_slots s
+  LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+ WHERE s.slot_name = $1 AND s.confirmed_flush_lsn IS NOT NULL`
+
 // probeSlotLag measures how far the slot's confirmed position is behind the server's WAL.
 func (r *Relay) probeSlotLag(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.StatusInterval)
 	defer t.Stop()
 	for {
-		var lag int64
-		err := r.pool.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
-			FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&lag)
+		var lag, lagMilli int64
+		err := r.pool.QueryRow(ctx, slotLagSQL, r.cfg.Slot).Scan(&lag, &lagMilli)
 		switch {
 		case err == nil:
 			r.metrics.slotLagBytes.Store(lag)
+			r.metrics.slotLagMilli.Store(lagMilli)
 		case errors.Is(err, pgx.ErrNoRows), ctx.Err() != nil:
 		default:
 			r.log.Warn("measure slot lag", zap.Error(err))

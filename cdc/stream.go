@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald/internal/tracelog"
 )
 
 // stream is one replication session. Its run method is the only goroutine that touches the
@@ -197,7 +199,7 @@ func (s *stream) handleTuple(relID uint32, tuple *pglogrepl.TupleData) error {
 		// A row the relay cannot read is not lost: if it is PENDING and due, the sweeper
 		// publishes it after the grace period.
 		s.log.Error("cannot decode delivery row; leaving it to the sweeper",
-			zap.String("delivery_id", row.ID), zap.Stringer("commit_lsn", s.commitLSN), zap.Error(err))
+			tracelog.Traceparent(row.Traceparent, row.ID), zap.Stringer("commit_lsn", s.commitLSN), zap.Error(err))
 		return nil
 	}
 	if !row.due() {

@@ -36,6 +36,9 @@ type Config struct {
 	// RedisTimeout bounds each Redis call; past it Redis counts as down and dispatch runs in
 	// degraded mode until a probe succeeds. Default 250 ms.
 	RedisTimeout time.Duration
+	// LagInterval is how often each lane's consumer-group lag (records not yet committed)
+	// is read from Kafka for the herald_dispatch_consumer_lag_records gauge. Default 15 s.
+	LagInterval time.Duration
 	// RedisPrefix prefixes every Redis key dispatch writes. Default "herald:".
 	RedisPrefix string
 	// SendTimeout bounds one provider call. It must stay well below the reaper's lease for
@@ -168,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RedisTimeout == 0 {
 		c.RedisTimeout = 250 * time.Millisecond
+	}
+	if c.LagInterval <= 0 {
+		c.LagInterval = 15 * time.Second
 	}
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = "herald:"

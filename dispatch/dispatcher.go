@@ -61,7 +61,7 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 	token := hex.EncodeToString(b)
 	health := &redisHealth{retryEvery: redisRetryEvery, log: log}
 	d := &Dispatcher{
-		cfg: cfg, pool: pool, senders: senders, log: log, metrics: m, token: token,
+		cfg: cfg, pool: pool, senders: measure(senders, m), log: log, metrics: m, token: token,
 		redisTimeout: cfg.RedisTimeout,
 		leases:       &leases{rdb: rdb, prefix: cfg.RedisPrefix, health: health},
 		limiter: &rateLimiter{
@@ -99,6 +99,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			return fmt.Errorf("dispatch lane %s: kafka client: %w", p, err)
 		}
 	}
+	stopObserving, err := d.observe(ctx)
+	if err != nil {
+		for _, l := range d.lanes {
+			l.cl.Close()
+		}
+		return fmt.Errorf("dispatch metrics: %w", err)
+	}
+	defer stopObserving()
 	d.log.Info("dispatch running")
 	var wg sync.WaitGroup
 	for _, l := range d.lanes {

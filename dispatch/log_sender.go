@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/tracelog"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -29,8 +30,8 @@ func NewLogSenders(log *zap.Logger) map[herald.Channel]Sender {
 func (s LogSender) Provider() string { return "log:" + string(s.Channel) }
 
 // Send implements Sender.
-func (s LogSender) Send(_ context.Context, m *senders.Message) (senders.Result, error) {
-	s.Log.Info("send", zap.String("delivery_id", m.DeliveryID),
+func (s LogSender) Send(ctx context.Context, m *senders.Message) (senders.Result, error) {
+	s.Log.Info("send", tracelog.Delivery(ctx, m.DeliveryID),
 		zap.String("channel", string(m.Channel)), zap.Int("attempt", m.Attempt))
 	return senders.Result{Provider: s.Provider(), ProviderMessageID: m.DeliveryID, Code: "LOGGED"}, nil
 }

@@ -120,6 +120,9 @@ func (r *row) message(ctx context.Context, rd Renderer, attempt int) (*senders.M
 		DeliveryID: r.ID, NotificationID: r.NotificationID, ClientID: r.ClientID, Channel: r.Channel, Priority: r.Priority,
 		Attempt: attempt, Category: r.Category, Template: r.Template, Locale: locale,
 		Payload: r.Payload, To: to, Content: content,
+		// created_at moved onto the local monotonic clock, so that the latency measured from
+		// it does not depend on the skew between this host's clock and the database's.
+		AcceptedAt: r.loadedAt.Add(-r.DBNow.Sub(r.CreatedAt)),
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/tracelog"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -106,7 +107,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 		if mayBeStale {
 			return false, errStaleRead
 		}
-		l.log.Warn("record names an unknown delivery", zap.String("delivery_id", id))
+		l.log.Warn("record names an unknown delivery", tracelog.Delivery(ctx, id))
 		return false, nil
 	}
 	if err != nil {
@@ -123,8 +124,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 	case r.Expired:
 		ok, err := delivery.Expire(ctx, d.pool, id, r.Attempts)
 		if ok {
-			d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "EXPIRED"),
-				attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+			l.ended(ctx, r, "EXPIRED", herald.StatusExpired, "")
 		}
 		return !ok && err == nil, err
 	case !r.Due:
@@ -133,8 +133,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 	if reason := l.noMoreAttempts(r); reason != "" {
 		ok, err := delivery.GiveUp(ctx, d.pool, id, r.Attempts, reason)
 		if ok {
-			d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "GAVE_UP"),
-				attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+			l.ended(ctx, r, "GAVE_UP", herald.StatusFailed, "")
 		}
 		return !ok && err == nil, err
 	}
@@ -337,9 +336,9 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 		n, err := dropPushTokens(wctx, d.pool, r.UserID, res.InvalidTokens)
 		cancel()
 		if err != nil {
-			l.log.Warn("drop invalid push tokens", zap.String("delivery_id", r.ID), zap.Error(err))
+			l.log.Warn("drop invalid push tokens", tracelog.Delivery(ctx, r.ID), zap.Error(err))
 		} else if n > 0 {
-			l.log.Info("dropped invalid push tokens", zap.String("delivery_id", r.ID), zap.Int64("tokens", n))
+			l.log.Info("dropped invalid push tokens", tracelog.Delivery(ctx, r.ID), zap.Int64("tokens", n))
 		}
 	}
 	return recErr
@@ -359,7 +358,7 @@ func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Tim
 		ok, err := delivery.Record(wctx, d.pool, r.ID, attempt, started, o)
 		cancel()
 		if err != nil && unreachable(err) {
-			l.log.Warn("record outcome: database unreachable, retrying", zap.String("delivery_id", r.ID),
+			l.log.Warn("record outcome: database unreachable, retrying", tracelog.Delivery(ctx, r.ID),
 				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass), zap.Error(err))
 			t := time.NewTimer(backoff)
 			select {
@@ -373,17 +372,16 @@ func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Tim
 		}
 		if err != nil {
 			// The row stays SENDING; the reaper returns it to PENDING with an AMBIGUOUS attempt.
-			l.log.Error("record outcome", zap.String("delivery_id", r.ID), zap.Int("attempt", attempt),
+			l.log.Error("record outcome", tracelog.Delivery(ctx, r.ID), zap.Int("attempt", attempt),
 				zap.String("outcome", o.AttemptClass), zap.Error(err))
 			return nil
 		}
 		if !ok {
-			l.log.Warn("outcome not recorded: the row moved on (reaped?)", zap.String("delivery_id", r.ID),
+			l.log.Warn("outcome not recorded: the row moved on (reaped?)", tracelog.Delivery(ctx, r.ID),
 				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass))
 			return nil
 		}
-		d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", o.AttemptClass),
-			attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+		l.ended(ctx, r, o.AttemptClass, o.Status, o.Provider)
 		return nil
 	}
 }

@@ -29,7 +29,8 @@ type row struct {
 	Due            bool // next_attempt_at <= now()
 	Expired        bool // expires_at <= now()
 	DBNow          time.Time
-	ClientID       string // the API client that created the notification
+	CreatedAt      time.Time // when the API accepted the notification, by the database clock
+	ClientID       string    // the API client that created the notification
 	UserID         int64
 	Template       string
 	Category       string
@@ -53,7 +54,7 @@ type row struct {
 // "expired" are decided here by the database clock; now() comes back so that a retry time
 // computed later can be anchored on the same clock. Push tokens are only gathered for PUSH.
 const loadSQL = `
-SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at,
+SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
        now(),
@@ -77,7 +78,7 @@ WHERE d.id = $1`
 func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 	r := &row{ID: id, loadedAt: time.Now()}
 	err := pool.QueryRow(ctx, loadSQL, id).Scan(&r.NotificationID, &r.Channel, &r.Priority,
-		&r.Status, &r.Attempts, &r.ExpiresAt, &r.Due, &r.Expired, &r.DBNow,
+		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
 		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)

@@ -1,11 +1,16 @@
 package dispatch
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 const instrumentation = "github.com/heraldhq/herald/dispatch"
@@ -18,7 +23,15 @@ type metrics struct {
 	deferrals metric.Int64Counter     // rate-limit deferrals
 	waits     metric.Float64Histogram // rate-limit wait in the lane, seconds
 	lag       metric.Float64Histogram // record timestamp → processing start, seconds
+
+	acceptToCall metric.Float64Histogram // accept → first provider call, seconds
+	calls        metric.Float64Histogram // provider call duration by outcome, seconds
+	callErrors   metric.Int64Counter     // failed provider calls by class
 }
+
+// acceptToCallBuckets cover a HIGH delivery's path from the API to the provider: tens of
+// milliseconds when all is well, seconds under a rate limit, minutes in an outage.
+var acceptToCallBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300}
 
 func newMetrics() (*metrics, error) {
 	m := otel.Meter(instrumentation)
@@ -42,7 +55,31 @@ func newMetrics() (*metrics, error) {
 		metric.WithDescription("Time from a record's Kafka timestamp to the start of its processing, per lane.")); err != nil {
 		return nil, err
 	}
+	if ms.acceptToCall, err = m.Float64Histogram("herald.dispatch.accept_to_call", metric.WithUnit("s"),
+		metric.WithDescription("Time from the API's accept (the delivery row's created_at) to the start of the first attempt's provider call."),
+		metric.WithExplicitBucketBoundaries(acceptToCallBuckets...)); err != nil {
+		return nil, err
+	}
+	if ms.calls, err = m.Float64Histogram("herald.provider.call.duration", metric.WithUnit("s"),
+		metric.WithDescription("Provider calls by provider, channel and outcome (ok, transient, permanent, ambiguous)."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)); err != nil {
+		return nil, err
+	}
+	if ms.callErrors, err = m.Int64Counter("herald.provider.call.errors",
+		metric.WithDescription("Failed provider calls by provider, channel and error class (transient, permanent, ambiguous).")); err != nil {
+		return nil, err
+	}
 	return &ms, nil
+}
+
+// ended counts an attempt's outcome (class: SENT, TRANSIENT, ..., EXPIRED, GAVE_UP) and, when
+// status is final, the delivery's final outcome. Call it once the transition was written.
+func (l *lane) ended(ctx context.Context, r *row, class string, status herald.Status, provider string) {
+	l.d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", class),
+		attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+	if status.Terminal() {
+		delivery.CountFinal(ctx, delivery.Final{Status: status, Channel: r.Channel, Priority: l.prio, Provider: provider}, 1)
+	}
 }
 
 // laneStats are per-lane counters that tests and operators read directly.

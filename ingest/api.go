@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -70,10 +71,20 @@ func (a *API) Handler() http.Handler {
 		r.Handle(rt.path, a.authorize(rt.handler, rt.scopes...)).Methods(rt.method)
 	}
 
-	return otelhttp.NewHandler(r, "ingest",
+	traced := otelhttp.NewHandler(r, "ingest",
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Pattern != "" {
+			// The pattern of an enclosing http.ServeMux ("/" in herald serve) is not the
+			// route: otelhttp would name the span and label the metrics with it, over the
+			// route template nameSpan gives.
+			r = r.WithContext(r.Context())
+			r.Pattern = ""
+		}
+		traced.ServeHTTP(w, r)
+	})
 }
 
 // apiRoute is one API route and the scopes that may call it (any one of them suffices;
@@ -106,12 +117,18 @@ func routes(a *API) []apiRoute {
 }
 
 // nameSpan names the request span after the matched route ("POST /api/notifications"), which
-// otelhttp cannot know because it runs before the router.
+// otelhttp cannot know because it runs before the router, and gives otelhttp's request
+// metrics (http_server_request_duration_seconds) the route template as http.route: a
+// bounded label, never the raw path with its ids.
 func nameSpan(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if route := mux.CurrentRoute(r); route != nil {
 			if tmpl, err := route.GetPathTemplate(); err == nil {
 				trace.SpanFromContext(r.Context()).SetName(r.Method + " " + tmpl)
+				trace.SpanFromContext(r.Context()).SetAttributes(semconv.HTTPRoute(tmpl))
+				if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+					l.Add(semconv.HTTPRoute(tmpl))
+				}
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -6,6 +6,7 @@ package senders
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/heraldhq/herald"
 )
@@ -30,6 +31,10 @@ type Message struct {
 	Payload  json.RawMessage
 	To       Recipient
 	Content  Content
+	// AcceptedAt is when the API accepted the notification (its delivery row's created_at),
+	// on this process's clock; zero when unknown. Dispatch measures accept → provider call
+	// latency from it.
+	AcceptedAt time.Time
 }
 
 // Recipient is where a message goes: the user's stored contact, overridden field by field by

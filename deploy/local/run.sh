@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: the local stack (with mailpit when it can be had), the herald binary, migrations,
+# `make run`: the local stack (with mailpit when it can be had, Jaeger for traces and Prometheus
+# for metrics and alert rules), the herald binary, migrations,
 # a fresh development API key, the provider simulator (`herald sim`, in the background) and
 # curl examples, then `herald serve` in the foreground with every role and real senders aimed
 # at the simulator (SMS, push, webhook) and at mailpit (e-mail; the simulator's SMTP sink when
@@ -17,9 +18,26 @@ cd "$REPO"
 if ! "$STACK_SH" up mailpit; then
 	echo "run: mailpit is not available; e-mail has no local SMTP server" >&2
 fi
-eval "$("$STACK_SH" env)"
 export HERALD_HTTP_ADDR="${HERALD_HTTP_ADDR:-127.0.0.1:8080}"
 export HERALD_ADMIN_ADDR="${HERALD_ADMIN_ADDR:-127.0.0.1:9090}"
+# Jaeger and Prometheus are a help, not a requirement: herald runs without them.
+"$STACK_SH" up jaeger || echo "run: jaeger is not available; traces are not exported" >&2
+# Prometheus scrapes the listener that serves /metrics: the admin listener unless
+# HERALD_PROMETHEUS_TARGET says otherwise.
+export HERALD_PROMETHEUS_TARGET="${HERALD_PROMETHEUS_TARGET:-$HERALD_ADMIN_ADDR}"
+"$STACK_SH" up prometheus || echo "run: prometheus is not available" >&2
+eval "$("$STACK_SH" env)"
+jaeger_ui=""
+if "$STACK_SH" is-up jaeger; then
+	# Every span of herald goes to Jaeger over OTLP/HTTP (standard OTEL_* variables).
+	export OTEL_EXPORTER_OTLP_ENDPOINT="${OTEL_EXPORTER_OTLP_ENDPOINT:-$HERALD_TEST_JAEGER_OTLP_ENDPOINT}"
+	export OTEL_EXPORTER_OTLP_PROTOCOL="${OTEL_EXPORTER_OTLP_PROTOCOL:-http/protobuf}"
+	jaeger_ui="$HERALD_TEST_JAEGER_QUERY_URL"
+fi
+prometheus_ui=""
+if "$STACK_SH" is-up prometheus; then
+	prometheus_ui="http://127.0.0.1:${HERALD_PROMETHEUS_PORT:-59090}"
+fi
 mailpit_smtp="${HERALD_SMTP_ADDR:-}"
 
 echo "run: building bin/herald" >&2
@@ -95,6 +113,14 @@ curl -sS $base/api/notifications/<id> -H "Authorization: Bearer $key"
 curl -sS $HERALD_SIM_URL/records    # what the simulated providers received
 curl -sS $HERALD_SIM_URL/stats      # per provider: requests, outcomes, duplicates
 EOF
+if [ -n "$jaeger_ui" ]; then
+	echo "traces (Jaeger): $jaeger_ui  (service herald; a delivery's trace id is in its traceparent)"
+else
+	echo "jaeger is not running: traces are not exported"
+fi
+if [ -n "$prometheus_ui" ]; then
+	echo "metrics and alerts (Prometheus): $prometheus_ui  (scrapes $HERALD_PROMETHEUS_TARGET/metrics; rules: deploy/prometheus/)"
+fi
 if [ -n "$mailpit_smtp" ]; then
 	echo "mail sent by herald: http://127.0.0.1:${HERALD_MAILPIT_UI_PORT:-58025}"
 else

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # herald's local stack: PostgreSQL 15 (logical replication), Redis, Apache Kafka 4 (KRaft,
-# single node) and, on request, mailpit. No Docker: Debian packages, Maven Central jars and
-# the Go module proxy. All state lives under $HERALD_STACK_DIR (default <repo>/.stack); every
-# service listens on 127.0.0.1 on a non-default port. See docs/local-stack.md.
+# single node) and, on request, mailpit, Jaeger and Prometheus. No Docker: Debian packages,
+# Maven Central jars and the Go module proxy. All state lives under $HERALD_STACK_DIR
+# (default <repo>/.stack); every service listens on 127.0.0.1 on a non-default port. See
+# docs/local-stack.md.
 #
 #   stack.sh up [service...]     start what is not running (default: postgres redis kafka)
+#   stack.sh install SERVICE...  install or build without starting (mailpit, jaeger, prometheus)
 #   stack.sh down [service...]   stop (default: everything that runs)
 #   stack.sh status              one line per service; exit 3 when a default service is down
 #   stack.sh env                 export lines for tests and for `herald serve`
@@ -39,10 +41,19 @@ REDIS_TLS_PORT="${HERALD_REDIS_TLS_PORT:-}"
 MAILPIT_VERSION="${HERALD_MAILPIT_VERSION:-v1.33.1}"
 MAILPIT_SMTP_PORT="${HERALD_MAILPIT_SMTP_PORT:-51025}"
 MAILPIT_UI_PORT="${HERALD_MAILPIT_UI_PORT:-58025}"
+JAEGER_OTLP_GRPC_PORT="${HERALD_JAEGER_OTLP_GRPC_PORT:-54317}"
+JAEGER_OTLP_HTTP_PORT="${HERALD_JAEGER_OTLP_HTTP_PORT:-54318}"
+JAEGER_UI_PORT="${HERALD_JAEGER_UI_PORT:-56686}"
+JAEGER_QUERY_GRPC_PORT="${HERALD_JAEGER_QUERY_GRPC_PORT:-56685}"
+JAEGER_HEALTH_PORT="${HERALD_JAEGER_HEALTH_PORT:-53133}"
+JAEGER_MAX_TRACES="${HERALD_JAEGER_MAX_TRACES:-100000}"
+PROMETHEUS_PORT="${HERALD_PROMETHEUS_PORT:-59090}"
+# host:port of the listener that serves herald's /metrics (the API listener of `make run`).
+PROMETHEUS_TARGET="${HERALD_PROMETHEUS_TARGET:-127.0.0.1:9090}"
 
 PG_BIN=/usr/lib/postgresql/15/bin
 DEFAULT_SERVICES=(postgres redis kafka)
-ALL_SERVICES=(postgres redis kafka mailpit)
+ALL_SERVICES=(postgres redis kafka mailpit jaeger prometheus)
 
 # shellcheck source=deploy/local/lib.sh
 source "$HERE/lib.sh"
@@ -54,10 +65,14 @@ source "$HERE/redis.sh"
 source "$HERE/kafka.sh"
 # shellcheck source=deploy/local/mailpit.sh
 source "$HERE/mailpit.sh"
+# shellcheck source=deploy/local/jaeger.sh
+source "$HERE/jaeger.sh"
+# shellcheck source=deploy/local/prometheus.sh
+source "$HERE/prometheus.sh"
 
 check_service() {
 	case "$1" in
-	postgres | redis | kafka | mailpit) ;;
+	postgres | redis | kafka | mailpit | jaeger | prometheus) ;;
 	*) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
 	esac
 }
@@ -71,9 +86,22 @@ cmd_up() {
 	for s in "${services[@]}"; do "${s}_up"; done
 }
 
+cmd_install() {
+	[ $# -gt 0 ] || die "usage: stack.sh install SERVICE... (mailpit, jaeger, prometheus)"
+	local s
+	for s in "$@"; do
+		case "$s" in
+		mailpit | jaeger | prometheus) ;;
+		*) die "nothing to install for '$s' (installable: mailpit jaeger prometheus)" ;;
+		esac
+	done
+	lock_stack
+	for s in "$@"; do "${s}_install"; done
+}
+
 cmd_down() {
 	local services=("$@")
-	[ ${#services[@]} -gt 0 ] || services=(mailpit kafka redis postgres)
+	[ ${#services[@]} -gt 0 ] || services=(prometheus jaeger mailpit kafka redis postgres)
 	local s
 	for s in "${services[@]}"; do check_service "$s"; done
 	lock_stack
@@ -85,9 +113,9 @@ cmd_status() {
 	echo "stack dir: $STACK"
 	for s in "${ALL_SERVICES[@]}"; do
 		if "${s}_running"; then
-			printf '  %-9s up    %s\n' "$s" "$("${s}_describe")"
+			printf '  %-10s up    %s\n' "$s" "$("${s}_describe")"
 		else
-			printf '  %-9s down\n' "$s"
+			printf '  %-10s down\n' "$s"
 			case " ${DEFAULT_SERVICES[*]} " in *" $s "*) rc=3 ;; esac
 		fi
 	done
@@ -106,6 +134,11 @@ EOF
 	if mailpit_running; then
 		echo "export HERALD_SMTP_ADDR='127.0.0.1:${MAILPIT_SMTP_PORT}'"
 	fi
+	# Where Jaeger is, whether or not it runs now (the trace test starts it with `up jaeger`).
+	cat <<EOF
+export HERALD_TEST_JAEGER_OTLP_ENDPOINT='http://127.0.0.1:${JAEGER_OTLP_HTTP_PORT}'
+export HERALD_TEST_JAEGER_QUERY_URL='http://127.0.0.1:${JAEGER_UI_PORT}'
+EOF
 }
 
 cmd_logs() {
@@ -121,7 +154,7 @@ cmd_logs() {
 }
 
 usage() {
-	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -129,6 +162,7 @@ main() {
 	[ $# -gt 0 ] && shift
 	case "$cmd" in
 	up) cmd_up "$@" ;;
+	install) cmd_install "$@" ;;
 	down) cmd_down "$@" ;;
 	status) cmd_status ;;
 	env) cmd_env ;;
