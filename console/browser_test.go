@@ -129,7 +129,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, text(t, ctx, chromedp.ID("facts")), traceID)
 	jaeger, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("jaeger"), "href"))
 	require.NoError(t, err)
-	require.Equal(t, "http://jaeger.example:16686/trace/"+traceID, jaeger.Value)
+	require.Equal(t, e.jaeger.srv.URL+"/trace/"+traceID, jaeger.Value)
 	steps := text(t, ctx, chromedp.CSS(".steps tbody"))
 	var statuses []string
 	for _, line := range strings.Split(strings.TrimSpace(steps), "\n") {

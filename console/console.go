@@ -1,6 +1,7 @@
 // Package console is herald's operator console: server-rendered pages under /console that
-// show the message log, one notification's timeline (the view of herald trace) and live lane,
-// relay and provider figures. It reads only, from the database and Kafka's group offsets.
+// show the message log, one notification's timeline (the view of herald trace), its trace as
+// Jaeger's query API returns it, and live lane, relay and provider figures. It reads only,
+// from the database, Kafka's group offsets and Jaeger.
 //
 // An operator logs in with an API key that holds the operator scope; the console keeps a
 // signed, HttpOnly, SameSite=Strict session cookie that names the key's client and expires
@@ -32,8 +33,10 @@ var files embed.FS
 
 // Config configures the console. Zero fields take the defaults noted.
 type Config struct {
-	// JaegerURL is the base URL of the Jaeger UI; when set, a timeline links its trace
-	// (<JaegerURL>/trace/<trace id>). Default: no link.
+	// JaegerURL is the base URL of Jaeger's UI and query API (one address in Jaeger's
+	// all-in-one); when set, a timeline links its trace in the console's trace view, which
+	// reads <JaegerURL>/api/traces/<trace id>, and in the Jaeger UI (<JaegerURL>/trace/<trace
+	// id>). Default: no trace view and no link.
 	JaegerURL string
 	// SessionTTL is how long a login lasts. Default 30 minutes.
 	SessionTTL time.Duration
@@ -105,6 +108,7 @@ type Console struct {
 	log    *zap.Logger
 	cookie *securecookie.SecureCookie
 	pages  map[string]*template.Template
+	jaeger *http.Client // Jaeger's query API, for the trace view
 }
 
 // New returns a console reading from pool and, for the lanes' consumer lag, from adm (nil:
@@ -124,7 +128,7 @@ func New(cfg Config, pool *pgxpool.Pool, adm *kadm.Client, log *zap.Logger) (*Co
 	sc := securecookie.New(cfg.SessionKey, nil).MaxAge(int(cfg.SessionTTL.Seconds()))
 	sc.SetSerializer(securecookie.JSONEncoder{})
 	return &Console{cfg: cfg, pool: pool, adm: adm, log: log.With(zap.String("component", "console")),
-		cookie: sc, pages: pages}, nil
+		cookie: sc, pages: pages, jaeger: newJaegerClient()}, nil
 }
 
 // Handler serves every console page under /console/.
@@ -136,6 +140,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/console.css", serveCSS)
 	mux.Handle("GET /console/{$}", c.operator(c.messages))
 	mux.Handle("GET /console/notifications/{id}", c.operator(c.notification))
+	mux.Handle("GET /console/traces/{traceID}", c.operator(c.trace))
 	mux.Handle("GET /console/lag", c.operator(c.lag))
 	mux.HandleFunc("/console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)

@@ -62,7 +62,7 @@ func TestConsoleRequiresTheOperatorScope(t *testing.T) {
 	c := e.client()
 	nid := e.notificationOf(e.sent)
 
-	for _, path := range []string{"/console/", "/console/notifications/" + nid, "/console/lag"} {
+	for _, path := range []string{"/console/", "/console/notifications/" + nid, "/console/lag", "/console/traces/" + traceID} {
 		res := e.get(c, path)
 		require.Equal(t, http.StatusSeeOther, res.status, path)
 		require.Equal(t, "/console/login?next="+strings.TrimPrefix(path, "/console"), res.location, path)
@@ -134,7 +134,7 @@ func TestConsoleShowsNoPersonalData(t *testing.T) {
 	nid := e.notificationOf(e.sent)
 	pages := map[string]string{}
 	for _, path := range []string{"/console/", "/console/?user=7", "/console/notifications/" + nid,
-		"/console/notifications/" + e.sent, "/console/lag", "/console/?user=x"} {
+		"/console/notifications/" + e.sent, "/console/lag", "/console/?user=x", "/console/traces/" + traceID} {
 		res := e.get(c, path)
 		require.Contains(t, []int{http.StatusOK, http.StatusBadRequest}, res.status, path)
 		pages[path] = res.body
@@ -145,7 +145,8 @@ func TestConsoleShowsNoPersonalData(t *testing.T) {
 	require.Contains(t, pages["/console/"], e.sent)
 	tl := pages["/console/notifications/"+nid]
 	require.Contains(t, tl, traceID)
-	require.Contains(t, tl, `href="http://jaeger.example:16686/trace/`+traceID+`"`)
+	require.Contains(t, tl, `href="`+e.jaeger.srv.URL+`/trace/`+traceID+`"`)
+	require.Contains(t, tl, `href="/console/traces/`+traceID+`" id="trace-view"`)
 	require.Contains(t, tl, "attempt 1 ERROR TRANSIENT (503), retry")
 	require.Contains(t, tl, "sim-1001")
 	require.Equal(t, tl, pages["/console/notifications/"+e.sent], "a delivery id opens its notification")

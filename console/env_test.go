@@ -28,13 +28,14 @@ const (
 	traceID    = "4bf92f3577b34da6a3ce929d0e0e4736"
 )
 
-// env is a console on a fresh database, with an operator key, a key without the operator
+// env is a console on a fresh database, with Jaeger's query API faked (trace traceID only), an operator key, a key without the operator
 // scope, and a few deliveries: one SMS that went QUEUED → SENDING → PENDING (retry) →
 // SENDING → SENT, and PENDING EMAIL and PUSH deliveries of other users.
 type env struct {
 	t           *testing.T
 	pool        *pgxpool.Pool
 	srv         *httptest.Server
+	jaeger      *fakeJaeger
 	operatorKey string
 	readerKey   string
 	sent        string // the retried-then-sent SMS delivery
@@ -59,14 +60,14 @@ func newEnv(t *testing.T) *env {
 		Payload:     `{"code":"` + piiPayload + `"}`,
 		Recipient:   `{"phone":"` + piiPhone + `","email":"` + piiEmail + `","pushTokens":[{"token":"` + piiToken + `","platform":"FCM"}]}`,
 		Traceparent: "00-" + traceID + "-00f067aa0ba902b7-01"}
-	e := &env{t: t, pool: pool, operatorKey: op.Key, readerKey: reader.Key}
+	e := &env{t: t, pool: pool, operatorKey: op.Key, readerKey: reader.Key, jaeger: newFakeJaeger(t)}
 	e.sent = deliverytest.One(t, pool, spec)
 	retriedThenSent(t, pool, e.sent)
 	e.pending = append(e.pending,
 		deliverytest.One(t, pool, deliverytest.Spec{ClientID: client, UserID: 8, Template: "welcome", Channel: herald.ChannelEmail, Payload: spec.Payload}),
 		deliverytest.One(t, pool, deliverytest.Spec{ClientID: client, UserID: 9, Template: "promo", Channel: herald.ChannelPush, Priority: herald.PriorityLow}))
 
-	e.serve(console.Config{JaegerURL: "http://jaeger.example:16686", RateLimits: map[string]int{"sim-sms": 50}})
+	e.serve(console.Config{JaegerURL: e.jaeger.srv.URL, RateLimits: map[string]int{"sim-sms": 50}})
 	return e
 }
 

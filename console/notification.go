@@ -13,7 +13,8 @@ type notificationData struct {
 }
 
 // notification shows the timeline of a notification (or of a delivery's notification): the
-// view of herald trace, with the trace's link in Jaeger when Config.JaegerURL is set.
+// view of herald trace, with links to the trace in the console's trace view and in Jaeger when
+// Config.JaegerURL is set.
 func (c *Console) notification(w http.ResponseWriter, r *http.Request) {
 	tl, err := timeline.Load(r.Context(), c.pool, r.PathValue("id"), "")
 	if errors.Is(err, timeline.ErrNotFound) {
