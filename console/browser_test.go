@@ -73,8 +73,8 @@ func location(t *testing.T, ctx context.Context) string {
 
 // TestConsoleInABrowser drives the console in headless Chromium: the log-in page (a key
 // without the operator scope refused, then an operator key), the message log, a filter, a
-// notification's timeline and the lag page, asserting on what the pages say and that no
-// personal data is on them.
+// notification's timeline, its trace view (from a fake Jaeger) and the lag page, asserting on
+// what the pages say and that no personal data is on them.
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -145,6 +145,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, attempts, "TRANSIENT")
 	require.Contains(t, attempts, "503")
 	screenshot(t, ctx, "console-timeline.png")
+
+	// The trace view of the same trace, from the fake Jaeger: the spans in tree order.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("trace-view")),
+		chromedp.WaitVisible(chromedp.ID("spans")),
+	))
+	require.Equal(t, e.srv.URL+"/console/traces/"+traceID, location(t, ctx))
+	ops, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#spans tbody tr")].map(r => r.dataset.depth + " " + r.querySelector("td.op").textContent)`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"0 POST /api/notifications", "1 ingest.accept", "2 cdc publish", "3 dispatch.deliver",
+		"4 dispatch.lease", "4 dispatch.send", "5 sms:twilio POST"}, ops)
+	spans := text(t, ctx, chromedp.ID("spans"))
+	require.Contains(t, spans, "herald.commit_lsn=0/1A2B3C4")
+	require.Contains(t, spans, "herald-dispatch")
+	require.NotContains(t, spans, piiPhone)
+	screenshot(t, ctx, "console-trace.png")
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`header nav a[href="/console/lag"]`)),
