@@ -23,7 +23,7 @@ type consoleFlags struct {
 
 func (c *consoleFlags) register(f *envFlags) {
 	f.Bool(&c.Enabled, "console", true, "serve the operator console under /console (log in with an operator API key)")
-	f.String(&c.JaegerURL, "jaeger-url", "", "Jaeger UI base URL (http://127.0.0.1:16686): timelines link their trace")
+	f.String(&c.JaegerURL, "jaeger-url", "", "Jaeger base URL, UI and query API (http://127.0.0.1:16686): timelines link their trace, which the console's trace view reads")
 	f.Duration(&c.SessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a console login lasts")
 }
 

@@ -33,6 +33,8 @@ if "$STACK_SH" is-up jaeger; then
 	export OTEL_EXPORTER_OTLP_ENDPOINT="${OTEL_EXPORTER_OTLP_ENDPOINT:-$HERALD_TEST_JAEGER_OTLP_ENDPOINT}"
 	export OTEL_EXPORTER_OTLP_PROTOCOL="${OTEL_EXPORTER_OTLP_PROTOCOL:-http/protobuf}"
 	jaeger_ui="$HERALD_TEST_JAEGER_QUERY_URL"
+	# The console's timelines link the trace, and its trace view reads it from the query API.
+	export HERALD_JAEGER_URL="${HERALD_JAEGER_URL:-$jaeger_ui}"
 fi
 prometheus_ui=""
 if "$STACK_SH" is-up prometheus; then
@@ -115,6 +117,9 @@ curl -sS $HERALD_SIM_URL/stats      # per provider: requests, outcomes, duplicat
 EOF
 if [ -n "$jaeger_ui" ]; then
 	echo "traces (Jaeger): $jaeger_ui  (service herald; a delivery's trace id is in its traceparent)"
+	echo "  the Jaeger UI is a placeholder page in this build (go build has no UI assets); its query API works,"
+	echo "  the console's trace view shows a trace: $base/console/traces/<trace id> (log in at $base/console/"
+	echo "  with the dev key; each notification's page links its trace view)"
 else
 	echo "jaeger is not running: traces are not exported"
 fi
