@@ -355,9 +355,7 @@ func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Tim
 	d := l.d
 	backoff := 100 * time.Millisecond
 	for {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
-		ok, err := delivery.Record(wctx, d.pool, r.ID, attempt, started, o)
-		cancel()
+		ok, err := l.outcomes.record(delivery.Recording{ID: r.ID, Attempt: attempt, StartedAt: started, Outcome: o})
 		if err != nil && unreachable(err) {
 			l.log.Warn("record outcome: database unreachable, retrying", zap.String("delivery_id", r.ID),
 				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass), zap.Error(err))

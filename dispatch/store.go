@@ -52,8 +52,8 @@ type row struct {
 // content, the user's contact, push tokens and quiet hours, in one round trip. "Due" and
 // "expired" are decided here by the database clock; now() comes back so that a retry time
 // computed later can be anchored on the same clock. Push tokens are only gathered for PUSH.
-const loadSQL = `
-SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at,
+const loadSelect = `
+SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
        now(),
@@ -72,15 +72,17 @@ JOIN notification n ON n.id = d.notification_id
 LEFT JOIN template t ON t.name = n.template
 LEFT JOIN user_contact c ON c.user_id = n.user_id
 LEFT JOIN user_preference p ON p.user_id = n.user_id
-WHERE d.id = $1`
+`
+
+// loadSQL reads one delivery; loadManySQL reads a batch in the same one round trip (ids as
+// text, cast, as everywhere a batch of ids travels).
+const (
+	loadSQL     = loadSelect + `WHERE d.id = $1`
+	loadManySQL = loadSelect + `WHERE d.id = ANY($1::text[]::uuid[])`
+)
 
 func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
-	r := &row{ID: id, loadedAt: time.Now()}
-	err := pool.QueryRow(ctx, loadSQL, id).Scan(&r.NotificationID, &r.Channel, &r.Priority,
-		&r.Status, &r.Attempts, &r.ExpiresAt, &r.Due, &r.Expired, &r.DBNow,
-		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
-		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+	r, err := scanRow(pool.QueryRow(ctx, loadSQL, id), time.Now())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -88,6 +90,39 @@ func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 		return nil, fmt.Errorf("load delivery %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// loadMany reads the deliveries of ids in one query; an id this database does not hold (or
+// does not show yet) is missing from the result.
+func loadMany(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string]*row, error) {
+	at := time.Now()
+	rows, err := pool.Query(ctx, loadManySQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d deliveries (first %s): %w", len(ids), ids[0], err)
+	}
+	defer rows.Close()
+	out := make(map[string]*row, len(ids))
+	for rows.Next() {
+		r, err := scanRow(rows, at)
+		if err != nil {
+			return nil, fmt.Errorf("load %d deliveries: %w", len(ids), err)
+		}
+		out[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load %d deliveries (first %s): %w", len(ids), ids[0], err)
+	}
+	return out, nil
+}
+
+func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
+	r := &row{loadedAt: loadedAt}
+	err := s.Scan(&r.ID, &r.NotificationID, &r.Channel, &r.Priority,
+		&r.Status, &r.Attempts, &r.ExpiresAt, &r.Due, &r.Expired, &r.DBNow,
+		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
+		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+	return r, err
 }
 
 // dropTokensSQL removes push tokens a provider reported as no longer valid. It only touches
