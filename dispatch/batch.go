@@ -174,7 +174,7 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 		}
 		d.leases.releaseMany(context.WithoutCancel(ctx), ks, d.token, d.redisTimeout)
 	}
-	claimed, err := delivery.ClaimBatch(ctx, d.pool, seen)
+	claimed, err := claimAll(ctx, d, seen)
 	if err != nil {
 		claimed = nil // every one goes the per-record way, which retries
 	}
@@ -213,4 +213,18 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 	}
 	sends.Wait()
 	release(mine)
+}
+
+// claimAll claims seen with delivery.ClaimBatch; a batch of one (a HIGH record, a lane that is
+// not busy) with delivery.Claim, the simpler statement, which waits for a row lock instead of
+// skipping the row.
+func claimAll(ctx context.Context, d *Dispatcher, seen []delivery.Seen) (map[string]delivery.Claimed, error) {
+	if len(seen) != 1 {
+		return delivery.ClaimBatch(ctx, d.pool, seen)
+	}
+	att, started, ok, err := delivery.Claim(ctx, d.pool, seen[0].ID, seen[0].Attempts)
+	if err != nil || !ok {
+		return map[string]delivery.Claimed{}, err
+	}
+	return map[string]delivery.Claimed{seen[0].ID: {Attempt: att, StartedAt: started}}, nil
 }
