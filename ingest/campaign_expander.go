@@ -46,7 +46,7 @@ func (c *ExpanderConfig) validate() error {
 
 // Expander turns EXPANDING campaigns into notifications and deliveries, one lot of users per
 // transaction (expandLot). Every ingest process runs one; they coordinate through the
-// campaign row alone: a lot holds the row's lock (FOR UPDATE SKIP LOCKED), so one lot of a
+// campaign row alone: a lot holds the row's lock (FOR NO KEY UPDATE SKIP LOCKED), so one lot of a
 // campaign is written at a time and another process expands another campaign meanwhile. The
 // cursor expanded_through moves in the lot's transaction, so a crash loses at most the lot
 // in progress, which the next expander writes again.

@@ -30,7 +30,7 @@ SELECT id, client_id, request_hash, template, category, channels, priority, payl
        suppressed, now()
 FROM campaign WHERE status = 'EXPANDING'
 ORDER BY updated_at LIMIT 1
-FOR UPDATE SKIP LOCKED`
+FOR NO KEY UPDATE SKIP LOCKED`
 
 // listLot reads the next lot of a list audience after the cursor ($2), in user id order, with
 // each user's facts; a user id the directory does not hold comes back with known = false.

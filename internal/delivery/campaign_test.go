@@ -90,3 +90,61 @@ func TestCancelCampaign(t *testing.T) {
 WHERE n.campaign_id = $1 AND d.status = 'PENDING'`, other).Scan(&otherPending))
 	require.Equal(t, 1, otherPending, "another campaign's delivery was cancelled")
 }
+
+// A delivery that was SENDING when its campaign was cancelled does not go back to PENDING,
+// whichever way it leaves SENDING (a retry, a batch retry, a deferral, the reaper): it ends
+// CANCELLED, so no later provider call starts for the campaign. Another campaign's delivery
+// goes back to PENDING as before.
+func TestSendingRowOfACancelledCampaignEndsCancelled(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	client := deliverytest.Client(t, pool)
+	newCampaign := func(status string) delivery.Lot {
+		id := uuid.Must(uuid.NewV7())
+		_, err := pool.Exec(ctx, `INSERT INTO campaign (id, client_id, idempotency_key, request_hash, response, name,
+    template, category, channels, priority, audience_kind, status)
+VALUES ($1, $2, $3, '\x01', '{}', 'c', 'promo', 'marketing', '{SMS}', 'LOW', 'users', $4)`, id, client, id.String(), status)
+		require.NoError(t, err)
+		return lot(id, client, 4, nil)
+	}
+	cancelled, live := newCampaign("CANCELLED"), newCampaign("ACTIVE")
+	var ids []string
+	for _, l := range []delivery.Lot{cancelled, live} {
+		_, _, err := delivery.InsertLot(ctx, pool, l)
+		require.NoError(t, err)
+		for _, u := range l.Users {
+			ids = append(ids, u.Deliveries[0].ID.String())
+		}
+	}
+	deliverytest.Place(t, pool, ids, deliverytest.Spec{Status: herald.StatusSending, Attempts: 1})
+	c, l := ids[:4], ids[4:]
+	retry := delivery.Outcome{Status: herald.StatusPending, AttemptClass: "TRANSIENT", RetryIn: time.Second, Error: "503"}
+	started := time.Now()
+
+	for _, id := range []string{c[0], l[0]} {
+		ok, err := delivery.Record(ctx, pool, id, 1, started, retry)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for _, id := range []string{c[1], l[1]} {
+		ok, err := delivery.Unclaim(ctx, pool, id, 1, time.Second)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	done, err := delivery.RecordBatch(ctx, pool, []delivery.Recording{
+		{ID: c[2], Attempt: 1, StartedAt: started, Outcome: retry},
+		{ID: l[2], Attempt: 1, StartedAt: started, Outcome: retry},
+	})
+	require.NoError(t, err)
+	require.Len(t, done, 2)
+	_, err = delivery.ReapSending(ctx, pool, 0, 100)
+	require.NoError(t, err)
+
+	for i, id := range c {
+		require.Equal(t, herald.StatusCancelled, read(t, pool, id).Status, "cancelled campaign, delivery %d", i)
+	}
+	for i, id := range l {
+		require.Equal(t, herald.StatusPending, read(t, pool, id).Status, "live campaign, delivery %d", i)
+	}
+}

@@ -29,3 +29,22 @@ func CancelCampaign(ctx context.Context, db DB, campaignID uuid.UUID) (int64, er
 	}
 	return tag.RowsAffected(), nil
 }
+
+// backToPending is the status a delivery leaving SENDING for PENDING takes (a retry, a
+// deferral, a reaped claim): PENDING, or CANCELLED when its notification belongs to a campaign
+// that was cancelled while the claim was held. CancelCampaign cannot cancel a SENDING row (its
+// call may be in flight), so without this a retry would start a provider call for a cancelled
+// campaign. alias names the delivery row in the statement.
+//
+// The campaign row is read FOR KEY SHARE, which waits only for a transaction holding it FOR
+// UPDATE: the cancel (ingest's campaign actions lock the row FOR UPDATE, set CANCELLED, then
+// run CancelCampaign in the same transaction). So either this statement runs first and commits
+// PENDING, and the cancel's CancelCampaign, which starts after the lock is released, sees the
+// row PENDING and cancels it; or it waits for the cancel and reads CANCELLED. The expander's
+// lots lock the row FOR NO KEY UPDATE, which KEY SHARE does not wait for. A notification
+// without a campaign joins no row: PENDING.
+func backToPending(alias string) string {
+	return `CASE WHEN (SELECT c.status FROM notification n JOIN campaign c ON c.id = n.campaign_id
+                   WHERE n.id = ` + alias + `.notification_id FOR KEY SHARE OF c) = 'CANCELLED'
+            THEN 'CANCELLED' ELSE 'PENDING' END`
+}

@@ -36,8 +36,8 @@ func Claim(ctx context.Context, db DB, id string, attempts int) (attempt int, st
 // stopped while waiting for capacity): the row goes back to PENDING at now() + $3 s with the
 // attempt count it had before the claim, and no attempt row is written. A deferral is not an
 // attempt. The compare-and-set is on (SENDING, the claimed attempt).
-const unclaimSQL = `
-UPDATE delivery SET status = 'PENDING', attempts = attempts - 1,
+var unclaimSQL = `
+UPDATE delivery SET status = ` + backToPending("delivery") + `, attempts = attempts - 1,
        next_attempt_at = now() + make_interval(secs => $3)
 WHERE id = $1 AND status = 'SENDING' AND attempts = $2`
 

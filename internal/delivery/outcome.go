@@ -36,8 +36,8 @@ UPDATE delivery SET status = 'SENT', sent_at = now(), provider = $6, provider_me
 WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts)` + attemptInsert + `NULL FROM d`
 
 // retrySQL: back to PENDING, due $8 s from now(); the attempt row keeps the retry time.
-const retrySQL = `WITH d AS (
-UPDATE delivery SET status = 'PENDING', next_attempt_at = now() + make_interval(secs => $8), last_error = $5,
+var retrySQL = `WITH d AS (
+UPDATE delivery SET status = ` + backToPending("delivery") + `, next_attempt_at = now() + make_interval(secs => $8), last_error = $5,
        provider = coalesce($6, provider)
 WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, next_attempt_at)` + attemptInsert + `d.next_attempt_at FROM d`
 

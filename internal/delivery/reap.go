@@ -49,7 +49,7 @@ func ReapQueued(ctx context.Context, db DB, p herald.Priority, lease time.Durati
 // write. What to do with an ambiguous attempt is dispatch's policy, applied when it claims
 // the row again. The compare-and-set is on (SENDING, attempts, updated_at) as selected: a
 // worker that recorded its outcome in between keeps it.
-const reapSendingSQL = `
+var reapSendingSQL = `
 WITH stale AS (
     SELECT id, attempts, updated_at
       FROM delivery
@@ -60,7 +60,7 @@ WITH stale AS (
        FOR UPDATE SKIP LOCKED),
 reaped AS (
     UPDATE delivery AS d
-       SET status = 'PENDING', next_attempt_at = now()
+       SET status = ` + backToPending("d") + `, next_attempt_at = now()
       FROM stale
      WHERE d.id = stale.id AND d.status = 'SENDING'
        AND d.attempts = stale.attempts AND d.updated_at = stale.updated_at

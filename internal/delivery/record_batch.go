@@ -22,14 +22,14 @@ type Recording struct {
 // moved on (reaped, re-claimed) matches nothing and gets no attempt row, exactly as with
 // Record. The outcomes travel as parallel arrays through unnest; the new status picks, per
 // row, which columns change the way the single statements change them.
-const recordBatchSQL = `
+var recordBatchSQL = `
 WITH o AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                          $7::text[], $8::text[], $9::text[], $10::float8[])
         AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs)),
 d AS (
     UPDATE delivery AS d
-       SET status = o.status,
+       SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPending("d") + ` ELSE o.status END,
            sent_at = CASE WHEN o.status = 'SENT' THEN now() ELSE d.sent_at END,
            provider = CASE o.status WHEN 'SENT' THEN o.provider WHEN 'EXPIRED' THEN d.provider
                                     ELSE coalesce(o.provider, d.provider) END,
