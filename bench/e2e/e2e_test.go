@@ -162,24 +162,39 @@ func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
 
 // post sends one notification through the API and returns its delivery id.
 func (s *stack) post(b *testing.B, key string, priority herald.Priority) string {
+	id, err := s.tryPost(key, priority)
+	must(b, err)
+	return id
+}
+
+// tryPost is post for a goroutine other than the benchmark's: it returns the error.
+func (s *stack) tryPost(key string, priority herald.Priority) (string, error) {
 	body := fmt.Sprintf(`{"userId":7,"template":"bench","priority":%q,"channels":["SMS"],`+
 		`"payload":{"code":"123456"},"to":{"phone":"+15550000001"}}`, priority)
 	var out struct {
 		Deliveries []struct{ ID string } `json:"deliveries"`
 	}
-	s.call(b, http.MethodPost, "/api/notifications", key, body, http.StatusAccepted, &out)
-	if len(out.Deliveries) != 1 {
-		b.Fatalf("POST: %d deliveries", len(out.Deliveries))
+	if err := s.request(http.MethodPost, "/api/notifications", key, body, http.StatusAccepted, &out); err != nil {
+		return "", err
 	}
-	return out.Deliveries[0].ID
+	if len(out.Deliveries) != 1 {
+		return "", fmt.Errorf("POST: %d deliveries", len(out.Deliveries))
+	}
+	return out.Deliveries[0].ID, nil
 }
 
 // call makes one API request with the bench key (and idempotency key, if any) and decodes
 // the answer, which must have status want, into out.
 func (s *stack) call(b *testing.B, method, path, key, body string, want int, out any) {
 	b.Helper()
+	must(b, s.request(method, path, key, body, want, out))
+}
+
+func (s *stack) request(method, path, key, body string, want int, out any) error {
 	req, err := http.NewRequest(method, s.url+path, bytes.NewBufferString(body))
-	must(b, err)
+	if err != nil {
+		return err
+	}
 	req.Header.Set("Authorization", "Bearer "+s.key)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -188,12 +203,17 @@ func (s *stack) call(b *testing.B, method, path, key, body string, want int, out
 		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	must(b, err)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
-		b.Fatalf("%s %s: %s", method, path, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
-	must(b, json.NewDecoder(resp.Body).Decode(out))
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode: %w", method, path, err)
+	}
+	return nil
 }
 
 // BenchmarkHighLatencyUnderLowBacklog measures, for HIGH notifications, the time from the
@@ -342,23 +362,40 @@ func BenchmarkHighLatencyDuringCampaign(b *testing.B) {
 		}
 	}()
 
-	// Open loop: request i is due at start + i/highRate and its latency counts from then, so
-	// a slow answer delays the requests after it without hiding their wait.
+	// Open loop: a request starts when its tick is due, whatever the answers before it
+	// took, and its latency counts from the tick.
 	due, answered := map[string]time.Time{}, map[string]time.Time{}
+	var posts sync.WaitGroup
+	tick := time.NewTicker(time.Second / highRate)
+	defer tick.Stop()
 	deadline := start.Add(15 * time.Minute)
 	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * time.Second / highRate)
+		at := <-tick.C
 		if e := expandedAt.Load(); e != nil && !at.Before(e.Add(drain)) {
 			break
 		}
 		if at.After(deadline) {
-			b.Fatalf("campaign of %d users still expanding after 15 min", users)
+			b.Errorf("campaign of %d users still expanding after 15 min", users)
+			break
 		}
-		time.Sleep(time.Until(at)) // pacing, not a wait for a condition
-		id := s.post(b, fmt.Sprintf("high-%d", i), herald.PriorityHigh)
-		due[id], answered[id] = at, time.Now()
+		posts.Add(1)
+		go func() {
+			defer posts.Done()
+			id, err := s.tryPost(fmt.Sprintf("high-%d", i), herald.PriorityHigh)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			due[id], answered[id] = at, time.Now()
+			mu.Unlock()
+		}()
 	}
-	waitFor(b, time.Minute, "every HIGH delivery sent", func() bool {
+	posts.Wait()
+	if b.Failed() {
+		return
+	}
+	waitFor(b, 5*time.Minute, "every HIGH delivery sent", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(called) >= len(due)
@@ -391,8 +428,8 @@ func BenchmarkHighLatencyDuringCampaign(b *testing.B) {
 		from, to time.Time
 	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
 		// hist: due → provider call; api: due → the API's answer (the open loop's queueing included).
-		hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-		api := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+		api := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
 		mu.Lock()
 		for id, at := range due {
 			if !at.Before(ph.from) && at.Before(ph.to) {
