@@ -9,8 +9,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -109,14 +111,23 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer stopObserving()
 	d.log.Info("dispatch running")
 	var wg sync.WaitGroup
+	var cancelled atomic.Int64
 	for _, l := range d.lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.run(ctx)
+			cancelled.Add(int64(l.run(ctx)))
 		}()
 	}
 	wg.Wait()
 	d.log.Info("dispatch stopped")
+	if n := cancelled.Load(); n > 0 {
+		return fmt.Errorf("dispatch: %d in-flight deliveries cancelled: %w", n, ErrAbandoned)
+	}
 	return nil
 }
+
+// ErrAbandoned is what Run returns when its context ended and in-flight deliveries did not
+// finish within ShutdownTimeout: they were cancelled, and their rows are left to the reaper
+// (a SENDING row past its lease goes back to PENDING with an AMBIGUOUS attempt).
+var ErrAbandoned = errors.New("in-flight work abandoned at the shutdown deadline")

@@ -71,7 +71,7 @@ func (l *lane) open() error {
 // run polls and fans records out to at most Concurrency goroutines until ctx ends, then
 // drains: stop fetching, let in-flight deliveries finish within ShutdownTimeout (then cancel
 // them), commit, leave the group.
-func (l *lane) run(ctx context.Context) {
+func (l *lane) run(ctx context.Context) (cancelled int) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var wg sync.WaitGroup
@@ -139,8 +139,8 @@ poll:
 	case <-drained:
 		t.Stop()
 	case <-t.C:
-		n, _ := l.tracker.inFlight(nil)
-		l.log.Warn("shutdown deadline: cancelling in-flight deliveries", zap.Int("in_flight", n))
+		cancelled, _ = l.tracker.inFlight(nil)
+		l.log.Warn("shutdown deadline: cancelling in-flight deliveries", zap.Int("in_flight", cancelled))
 		cancelWork()
 		<-drained
 	}
@@ -148,6 +148,7 @@ poll:
 	<-commitsDone
 	l.commit(context.WithoutCancel(ctx), nil)
 	l.cl.Close() // leaves the group; the final revoke commits nothing new
+	return cancelled
 }
 
 // handle processes one record. While the database is unreachable it retries (backing off

@@ -66,3 +66,38 @@ func TestGracefulShutdownFinishesInFlightAndCommits(t *testing.T) {
 	require.Equal(t, int64(1), produced)
 	require.Equal(t, produced, covered, "the processed record's offset was committed before leaving")
 }
+
+// Cancelling Run while a provider call outlasts ShutdownTimeout: the call is cancelled, its
+// offset stays uncommitted, and Run returns ErrAbandoned (herald serve then exits non-zero
+// and logs what it abandoned) within the timeout, not when the call would have ended.
+func TestShutdownCutOffReturnsErrAbandoned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.ShutdownTimeout = 500 * time.Millisecond
+	s := &MemorySender{Latency: time.Minute}
+	d, err := New(cfg, e.pool, e.rdb, smsOnly(s), zaptest.NewLogger(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	called := s.Changed()
+	id := e.insert(fixture{})
+	e.publish(id)
+	select {
+	case <-called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sender never called")
+	}
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrAbandoned)
+		require.Less(t, time.Since(stopped), 30*time.Second, "Run waited for the call instead of its shutdown timeout")
+	case <-time.After(45 * time.Second):
+		t.Fatal("Run did not return after its shutdown timeout")
+	}
+}

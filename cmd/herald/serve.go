@@ -231,7 +231,7 @@ func runServe(ctx context.Context, args []string) error {
 		zap.String("admin_addr", c.AdminAddr), zap.String("version", version))
 	err = g.Wait()
 	wd.track("closing connections and flushing telemetry") // until the process ends
-	if errors.Is(err, errAbandoned) {
+	if errors.Is(err, errAbandoned) || errors.Is(err, dispatch.ErrAbandoned) {
 		log.Error("shutdown abandoned work", zap.Error(err))
 	}
 	log.Info("herald stopped")
