@@ -69,10 +69,12 @@ SELECT priority,
  WHERE (status = 'PENDING' AND next_attempt_at <= now()) OR status = 'QUEUED'
  GROUP BY priority`
 
+// selectSlotLag reads the relay's slot of this database (slot names are unique in the
+// cluster, but another herald database on the same cluster may hold one of the same name).
 const selectSlotLag = `
 SELECT active, coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint,
        pg_size_pretty(coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0))
-  FROM pg_replication_slots WHERE slot_name = $1`
+  FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`
 
 // selectProviderRates reads the attempts that finished in the last minute, through the BRIN
 // index on delivery_attempt.finished_at: per provider, how many, and the busiest second.
