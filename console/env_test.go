@@ -88,10 +88,7 @@ func (e *env) serve(cfg console.Config) {
 func retriedThenSent(t *testing.T, pool *pgxpool.Pool, id string) {
 	t.Helper()
 	ctx := context.Background()
-	v := delivery.Version{ID: id}
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, next_attempt_at, updated_at FROM delivery WHERE id = $1`, id).
-		Scan(&v.Attempts, &v.NextAttemptAt, &v.UpdatedAt))
-	marked, err := delivery.MarkQueued(ctx, pool, []delivery.Version{v})
+	marked, err := delivery.MarkQueued(ctx, pool, []delivery.Version{deliverytest.Version(t, pool, id)})
 	require.NoError(t, err)
 	require.Contains(t, marked, id)
 	for i, o := range []delivery.Outcome{

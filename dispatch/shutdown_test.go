@@ -19,22 +19,7 @@ func TestGracefulShutdownFinishesInFlightAndCommits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config()
-	s := &MemorySender{Latency: 500 * time.Millisecond}
-	d, err := New(cfg, e.pool, e.rdb, smsOnly(s), zaptest.NewLogger(t))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-
-	called := s.Changed()
-	id := e.insert(fixture{})
-	e.publish(id)
-	select {
-	case <-called:
-	case <-time.After(30 * time.Second):
-		t.Fatal("sender never called")
-	}
+	id, cancel, done := runUntilCalled(t, e, cfg, &MemorySender{Latency: 500 * time.Millisecond})
 	cancel()
 	select {
 	case err := <-done:
@@ -75,11 +60,26 @@ func TestShutdownCutOffReturnsErrAbandoned(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.ShutdownTimeout = 500 * time.Millisecond
-	s := &MemorySender{Latency: time.Minute}
+	_, cancel, done := runUntilCalled(t, e, cfg, &MemorySender{Latency: time.Minute})
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrAbandoned)
+		require.Less(t, time.Since(stopped), 30*time.Second, "Run waited for the call instead of its shutdown timeout")
+	case <-time.After(45 * time.Second):
+		t.Fatal("Run did not return after its shutdown timeout")
+	}
+}
+
+// runUntilCalled runs a dispatcher with cfg and s, publishes one SMS delivery and returns
+// once s was called for it: the delivery id, the cancel of Run's context and Run's result.
+func runUntilCalled(t *testing.T, e *env, cfg Config, s *MemorySender) (string, context.CancelFunc, <-chan error) {
+	t.Helper()
 	d, err := New(cfg, e.pool, e.rdb, smsOnly(s), zaptest.NewLogger(t))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 
@@ -91,13 +91,5 @@ func TestShutdownCutOffReturnsErrAbandoned(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("sender never called")
 	}
-	stopped := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, ErrAbandoned)
-		require.Less(t, time.Since(stopped), 30*time.Second, "Run waited for the call instead of its shutdown timeout")
-	case <-time.After(45 * time.Second):
-		t.Fatal("Run did not return after its shutdown timeout")
-	}
+	return id, cancel, done
 }

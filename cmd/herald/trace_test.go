@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/ingest"
 	transition "github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -34,10 +35,7 @@ func retriedNotification(t *testing.T, pool *pgxpool.Pool, client, key string) (
 	require.NoError(t, err)
 	require.True(t, ok)
 	id := d.String()
-	v := transition.Version{ID: id}
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, next_attempt_at, updated_at FROM delivery WHERE id = $1`, id).
-		Scan(&v.Attempts, &v.NextAttemptAt, &v.UpdatedAt))
-	marked, err := transition.MarkQueued(ctx, pool, []transition.Version{v})
+	marked, err := transition.MarkQueued(ctx, pool, []transition.Version{deliverytest.Version(t, pool, id)})
 	require.NoError(t, err)
 	require.Contains(t, marked, id)
 	for i, o := range []transition.Outcome{

@@ -34,11 +34,7 @@ func read(t *testing.T, pool *pgxpool.Pool, id string) state {
 
 func version(t *testing.T, pool *pgxpool.Pool, id string) delivery.Version {
 	t.Helper()
-	v := delivery.Version{ID: id}
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT attempts, next_attempt_at, updated_at FROM delivery WHERE id = $1`, id).
-		Scan(&v.Attempts, &v.NextAttemptAt, &v.UpdatedAt))
-	return v
+	return deliverytest.Version(t, pool, id)
 }
 
 // TestTransitionsRefuseStaleCallers gives every transition a caller that read the row

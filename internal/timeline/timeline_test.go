@@ -24,10 +24,7 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 func retriedThenSent(t *testing.T, pool *pgxpool.Pool, id string) {
 	t.Helper()
 	ctx := context.Background()
-	v := delivery.Version{ID: id}
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, next_attempt_at, updated_at FROM delivery WHERE id = $1`, id).
-		Scan(&v.Attempts, &v.NextAttemptAt, &v.UpdatedAt))
-	marked, err := delivery.MarkQueued(ctx, pool, []delivery.Version{v})
+	marked, err := delivery.MarkQueued(ctx, pool, []delivery.Version{deliverytest.Version(t, pool, id)})
 	require.NoError(t, err)
 	require.Contains(t, marked, id)
 

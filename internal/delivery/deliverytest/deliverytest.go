@@ -238,3 +238,16 @@ func Place(t testing.TB, db Beginner, ids []string, s Spec) {
 		t.Fatalf("place deliveries: %v", err)
 	}
 }
+
+// Version reads the row version of delivery id that delivery.MarkQueued compares against
+// (attempts, next_attempt_at, updated_at), as the relay sees it in the WAL.
+func Version(t testing.TB, db delivery.DB, id string) delivery.Version {
+	t.Helper()
+	v := delivery.Version{ID: id}
+	err := db.QueryRow(context.Background(), `SELECT attempts, next_attempt_at, updated_at FROM delivery WHERE id = $1`, id).
+		Scan(&v.Attempts, &v.NextAttemptAt, &v.UpdatedAt)
+	if err != nil {
+		t.Fatalf("read version of delivery %s: %v", id, err)
+	}
+	return v
+}
