@@ -190,7 +190,7 @@ func TestCampaignCancel(t *testing.T) {
 	// One lot by hand, as an expander would write it; then a worker takes one delivery.
 	x, err := NewExpander(ExpanderConfig{}, e.pool, nil)
 	require.NoError(t, err)
-	worked, err := x.expandLot(context.Background())
+	worked, _, err := x.expandLot(context.Background())
 	require.NoError(t, err)
 	require.True(t, worked)
 	var sending string
@@ -213,7 +213,7 @@ WHERE n.campaign_id = $1 AND d.next_attempt_at <= now() LIMIT 1`, id).Scan(&send
 
 	// The expander finds nothing more to do: the campaign stays at its first lot.
 	before := e.campaignRows()
-	worked, err = x.expandLot(context.Background())
+	worked, _, err = x.expandLot(context.Background())
 	require.NoError(t, err)
 	require.False(t, worked)
 	require.Equal(t, before, e.campaignRows())
@@ -240,7 +240,7 @@ func TestCampaignsTakeTurns(t *testing.T) {
 	x, err := NewExpander(ExpanderConfig{LotSize: 10}, e.pool, nil)
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ {
-		worked, err := x.expandLot(context.Background())
+		worked, _, err := x.expandLot(context.Background())
 		require.NoError(t, err)
 		require.True(t, worked)
 	}

@@ -74,7 +74,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		resp, _, err := api.createCampaign(ctx, client.ID, "bench-"+strconv.Itoa(i), in)
 		require.NoError(b, err)
 		for {
-			worked, err := x.expandLot(ctx)
+			worked, _, err := x.expandLot(ctx)
 			require.NoError(b, err)
 			if !worked {
 				break

@@ -33,11 +33,15 @@ func (e *env) campaign(id string) map[string]any {
 	return res.json(e.t)
 }
 
-// runExpander runs an expander on the env's database until the test ends.
+// runExpander runs an expander on the env's database until the test ends; unless cfg says
+// otherwise it polls every 10 ms and is not paced.
 func (e *env) runExpander(cfg ExpanderConfig) {
 	e.t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = -1
 	}
 	x, err := NewExpander(cfg, e.pool, zaptest.NewLogger(e.t))
 	require.NoError(e.t, err)

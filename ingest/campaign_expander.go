@@ -17,12 +17,19 @@ type ExpanderConfig struct {
 	// PollInterval is how often an idle expander looks for a campaign to expand, and how long
 	// it waits after a failed lot. Default 500 ms.
 	PollInterval time.Duration
+	// Rate paces the expansion: at most this many deliveries per second written by this
+	// process, over every campaign it expands (a lot of n deliveries is followed by a pause
+	// that brings the average down to Rate). It leaves CPU and WAL bandwidth to HIGH
+	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
+	// DefaultRate; negative: unpaced.
+	Rate int
 }
 
 // Defaults of ExpanderConfig.
 const (
 	DefaultLotSize      = 1000
 	DefaultPollInterval = 500 * time.Millisecond
+	DefaultRate         = 5000
 )
 
 func (c *ExpanderConfig) setDefaults() {
@@ -31,6 +38,9 @@ func (c *ExpanderConfig) setDefaults() {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
 	}
 }
 
@@ -71,18 +81,21 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 	return &Expander{cfg: cfg, pool: pool, log: log.With(zap.String("component", "expander"))}, nil
 }
 
-// Run expands campaigns until ctx ends: lot after lot while there is work, polling every
-// PollInterval when there is none. A failed lot is logged and tried again after a pause.
+// Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting
+// no sooner than Rate allows, polling every PollInterval when there is none. A failed lot is
+// logged and tried again after a pause.
 func (x *Expander) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var pace pacer
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		worked, err := x.expandLot(ctx)
+		started := time.Now()
+		worked, written, err := x.expandLot(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -90,7 +103,7 @@ func (x *Expander) Run(ctx context.Context) error {
 			x.log.Error("campaign lot failed", zap.Error(err))
 			t.Reset(x.cfg.PollInterval)
 		case worked:
-			t.Reset(0)
+			t.Reset(pace.wait(started, time.Now(), written, x.cfg.Rate))
 		default:
 			t.Reset(x.cfg.PollInterval)
 		}

@@ -94,8 +94,9 @@ type lotUser struct {
 // other expander holds,
 // in one transaction: the lot's users are read after the cursor, each goes through decide (the
 // rules of a single POST), the notifications and deliveries are written by delivery.InsertLot
-// and the cursor and counts move. It returns false when there was no campaign to expand.
-func (x *Expander) expandLot(ctx context.Context) (worked bool, err error) {
+// and the cursor and counts move. It returns false when there was no campaign to expand, and
+// the number of deliveries the lot wrote.
+func (x *Expander) expandLot(ctx context.Context) (worked bool, written int, err error) {
 	err = pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
 		// The lot's rows and the cursor commit together, so a commit lost in a crash takes
 		// the cursor with it and the next expander writes the lot again: the lot need not
@@ -124,7 +125,7 @@ func (x *Expander) expandLot(ctx context.Context) (worked bool, err error) {
 			return err
 		}
 		if len(lot.Users) > 0 {
-			if _, _, err := delivery.InsertLot(ctx, tx, lot); err != nil {
+			if _, written, err = delivery.InsertLot(ctx, tx, lot); err != nil {
 				return err
 			}
 		}
@@ -140,7 +141,7 @@ func (x *Expander) expandLot(ctx context.Context) (worked bool, err error) {
 		}
 		return nil
 	})
-	return worked, err
+	return worked, written, err
 }
 
 func (x *Expander) readLot(ctx context.Context, tx pgx.Tx, c *lotCampaign) ([]lotUser, error) {

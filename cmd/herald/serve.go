@@ -41,6 +41,7 @@ type serveConfig struct {
 	Redis           redisConn
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
+	Expander        ingest.ExpanderConfig
 	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
@@ -63,6 +64,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a shutdown may take, whatever is in flight: work still running then is abandoned and the process exits non-zero")
 	f.String(&c.TemplatesDir, "templates-dir", "", "directory of NAME.json templates (the body of PUT /api/templates/NAME) stored at start-up")
 	f.Duration(&c.Ingest.AuthCacheTTL, "auth-cache-ttl", ingest.DefaultAuthCacheTTL, "how long a valid API key is remembered, and so how long a revoked key may still work; negative disables the cache")
+	f.Int(&c.Expander.Rate, "campaign-rate", ingest.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	c.Topics.register(f)
 	c.Relay.register(f)
 	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
@@ -179,7 +181,7 @@ func runServe(ctx context.Context, args []string) error {
 	// must not leave the others running without an owner.
 	var runs []component
 	if c.has("ingest") {
-		x, err := ingest.NewExpander(ingest.ExpanderConfig{}, pool, log)
+		x, err := ingest.NewExpander(c.Expander, pool, log)
 		if err != nil {
 			return err
 		}
