@@ -42,6 +42,11 @@ type Config struct {
 	StatusInterval time.Duration
 	// MarkBatch is the largest number of rows marked QUEUED in one statement. Default 1000.
 	MarkBatch int
+	// MaxUnmarked bounds the rows Kafka has acknowledged and the relay has not yet marked
+	// QUEUED (a few hundred bytes each); at the bound the stream stops reading WAL until the
+	// marker catches up, so memory stays bounded when PostgreSQL marks slower than Kafka
+	// acknowledges. Default 20,000.
+	MaxUnmarked int
 
 	// SweepInterval is the time between two sweeper passes. Default 1 s.
 	SweepInterval time.Duration
@@ -85,6 +90,7 @@ const (
 	DefaultMaxInFlight       = 5000
 	DefaultStatusInterval    = 10 * time.Second
 	DefaultMarkBatch         = 1000
+	DefaultMaxUnmarked       = 20000
 	DefaultSweepInterval     = time.Second
 	DefaultSweepBatch        = 1000
 	DefaultGracePeriod       = 30 * time.Second
@@ -134,6 +140,7 @@ func (c Config) withDefaults(poolConnString string) Config {
 	setZero(&c.MaxInFlight, DefaultMaxInFlight)
 	setZero(&c.StatusInterval, DefaultStatusInterval)
 	setZero(&c.MarkBatch, DefaultMarkBatch)
+	setZero(&c.MaxUnmarked, DefaultMaxUnmarked)
 	setZero(&c.SweepInterval, DefaultSweepInterval)
 	setZero(&c.SweepBatch, DefaultSweepBatch)
 	setZero(&c.GracePeriod, DefaultGracePeriod)
@@ -175,7 +182,7 @@ func (c Config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"MaxInFlight", c.MaxInFlight}, {"MarkBatch", c.MarkBatch}, {"SweepBatch", c.SweepBatch},
+	}{{"MaxInFlight", c.MaxInFlight}, {"MarkBatch", c.MarkBatch}, {"MaxUnmarked", c.MaxUnmarked}, {"SweepBatch", c.SweepBatch},
 		{"ReapBatch", c.ReapBatch}, {"ReplicationFactor", int(c.ReplicationFactor)}} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d < 1", f.name, f.v))

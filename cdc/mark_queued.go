@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,28 +32,47 @@ type markItem struct {
 
 // marker batches rows acknowledged by Kafka and marks them QUEUED with delivery.MarkQueued,
 // a compare-and-set on the version that was published. add is called from Kafka
-// client goroutines and never blocks on the database.
+// client goroutines and never blocks on the database. Its backlog (rows added and not yet
+// marked, dropped or given up) is what the stream bounds with MaxUnmarked: Kafka usually
+// acknowledges faster than PostgreSQL marks, most of all on a starved machine, and an
+// unbounded backlog grew herald by hundreds of megabytes on a large backlog.
 type marker struct {
 	pool    *pgxpool.Pool
 	batch   int
 	log     *zap.Logger
 	metrics *metrics
 
-	mu     sync.Mutex
-	items  []markItem
-	signal chan struct{} // capacity 1: "items is not empty"
+	mu      sync.Mutex
+	items   []markItem
+	signal  chan struct{} // capacity 1: "items is not empty"
+	backlog atomic.Int64  // rows added and not yet settled, retries included
+	settled chan struct{} // capacity 1: "the backlog went down"
 }
 
 func newMarker(pool *pgxpool.Pool, batch int, log *zap.Logger, m *metrics) *marker {
-	return &marker{pool: pool, batch: batch, log: log, metrics: m, signal: make(chan struct{}, 1)}
+	return &marker{pool: pool, batch: batch, log: log, metrics: m,
+		signal: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
 func (m *marker) add(row deliveryRow) {
+	m.backlog.Add(1)
 	m.mu.Lock()
 	m.items = append(m.items, markItem{row: row})
 	m.mu.Unlock()
 	select {
 	case m.signal <- struct{}{}:
+	default:
+	}
+}
+
+// settle takes n rows off the backlog: marked, dropped after an error, or given up.
+func (m *marker) settle(n int) {
+	if n == 0 {
+		return
+	}
+	m.backlog.Add(-int64(n))
+	select {
+	case m.settled <- struct{}{}:
 	default:
 	}
 }
@@ -104,17 +124,22 @@ func (m *marker) flush(ctx context.Context, retry []markItem) []markItem {
 			// period. Kafka already has them, so this only costs a duplicate record.
 			m.log.Warn("mark rows queued failed; the sweeper will publish them again",
 				zap.Int("rows", n), zap.Error(err))
+			m.settle(n)
 			continue
 		}
 		if len(changed) == n {
+			m.settle(n)
 			continue
 		}
+		retried := 0
 		for _, it := range batch {
 			if _, ok := changed[it.row.ID]; !ok && it.tries < markRetries {
 				it.tries++
 				again = append(again, it)
+				retried++
 			}
 		}
+		m.settle(n - retried)
 	}
 	return again
 }

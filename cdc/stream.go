@@ -82,8 +82,9 @@ func (s *stream) run(ctx context.Context) error {
 			nextStatus = time.Now().Add(s.cfg.StatusInterval)
 		}
 
-		if s.inFlight.Load() >= int64(s.cfg.MaxInFlight) {
-			// Kafka pushes back: stop reading WAL, keep the session alive with status updates.
+		if s.inFlight.Load() >= int64(s.cfg.MaxInFlight) || s.marker.backlog.Load() >= int64(s.cfg.MaxUnmarked) {
+			// Kafka or the marker pushes back: stop reading WAL, keep the session alive with
+			// status updates.
 			if err := s.waitForAcks(ctx, nextStatus); err != nil {
 				return s.shutdown(ctx, err)
 			}
@@ -233,8 +234,8 @@ func (s *stream) failed() error {
 	return nil
 }
 
-// waitForAcks blocks until a record is acknowledged, the next status update is due, or ctx
-// ends.
+// waitForAcks blocks until a record is acknowledged, the marker settles rows, the next
+// status update is due, or ctx ends.
 func (s *stream) waitForAcks(ctx context.Context, until time.Time) error {
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
@@ -242,6 +243,7 @@ func (s *stream) waitForAcks(ctx context.Context, until time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.acked:
+	case <-s.marker.settled:
 	case <-timer.C:
 	}
 	return nil
