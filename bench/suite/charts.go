@@ -79,6 +79,11 @@ func drawChart(path string, c result.Chart) error {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	// A line chart of counts and rates starts at 0, so that a small wobble does not look
+	// like a collapse.
+	if c.Kind != "cdf" && !logY && drawn > 0 && p.Y.Min > 0 {
+		p.Y.Min = 0
+	}
 	if logY && drawn > 0 {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}

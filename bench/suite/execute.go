@@ -29,8 +29,8 @@ type executor struct {
 
 // run builds (once per package) and runs one scenario repeat times, and returns its part of
 // the run. It never fails the suite: what went wrong is the ScenarioRun's status.
-func (e *executor) run(ctx context.Context, s Scenario) ScenarioRun {
-	sr := ScenarioRun{Name: s.Name, Benchmark: s.Benchmark, Log: s.Name + ".log", LoadBefore: loadAvg()}
+func (e *executor) run(ctx context.Context, s Scenario) (sr ScenarioRun) {
+	sr = ScenarioRun{Name: s.Name, Benchmark: s.Benchmark, Log: s.Name + ".log", LoadBefore: loadAvg()}
 	defer func() { sr.LoadAfter = loadAvg() }()
 	logf, err := os.Create(filepath.Join(e.out, sr.Log))
 	if err != nil {

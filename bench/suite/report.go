@@ -193,6 +193,8 @@ func share(s ScenarioRun, cores int) string {
 func formatValue(v float64) string {
 	a := math.Abs(v)
 	switch {
+	case v == math.Trunc(v) && a < 1e15:
+		return thousands(strconv.FormatFloat(v, 'f', 0, 64))
 	case a >= 1000:
 		return thousands(strconv.FormatFloat(v, 'f', 0, 64))
 	case a >= 100:
