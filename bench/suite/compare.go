@@ -92,12 +92,14 @@ func compareRuns(a, b *Run, noise func(key string) float64) []Change {
 	am, aOrder := index(a)
 	bm, bOrder := index(b)
 	var out []Change
+	seen := map[string]bool{}
 	for _, k := range append(bOrder, aOrder...) {
-		fa, inA := am[k]
-		fb, inB := bm[k]
-		if !inB && containsChange(out, k) {
+		if seen[k] {
 			continue
 		}
+		seen[k] = true
+		fa, inA := am[k]
+		fb, inB := bm[k]
 		c := Change{Key: k, HasA: inA, HasB: inB, Pct: math.NaN(), Threshold: noise(k)}
 		if inB {
 			c.Scenario, c.Figure, c.B = fb.scenario, fb.f, fb.f.Value
@@ -113,15 +115,6 @@ func compareRuns(a, b *Run, noise func(key string) float64) []Change {
 		out = append(out, c)
 	}
 	return out
-}
-
-func containsChange(cs []Change, key string) bool {
-	for _, c := range cs {
-		if c.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // spreads computes each figure's noise over a scenario's repeats: (max − min) / mean in %.
