@@ -59,20 +59,26 @@ func drawChart(path string, c result.Chart) error {
 		if len(pts) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(pts)
+		// HDR's cumulative distribution gives points at percentile ticks: straight lines between
+		// them, as for any series. A short series also shows its points (one point draws no line).
+		l, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return fmt.Errorf("series %s: %w", s.Name, err)
 		}
 		l.Color = plotutil.Color(i)
 		l.Width = vg.Points(1.5)
-		if c.Kind == "cdf" {
-			l.StepStyle = plotter.PostStep
+		thumbs := []plot.Thumbnailer{l}
+		if len(pts) <= 30 {
+			sc.Color, sc.Shape, sc.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(2.5)
+			p.Add(l, sc)
+			thumbs = append(thumbs, sc)
+		} else {
+			p.Add(l)
 		}
-		p.Add(l)
-		drawn++
 		if s.Name != "" {
-			p.Legend.Add(s.Name, l)
+			p.Legend.Add(s.Name, thumbs...)
 		}
+		drawn++
 	}
 	// An empty log axis has no range to draw: such a chart stays linear (and empty).
 	if logX && drawn > 0 {

@@ -3,6 +3,7 @@
 //	suite [-scenario relay,ingest] [-scale 0.1] [-repeat 2]   run scenarios, write bench/out/<UTC time>/
 //	suite compare bench/out/A bench/out/B                      two runs' figures side by side
 //	suite check [-scenario …] bench/out/latest                 is a run's output complete (CI)
+//	suite report bench/out/latest                              redraw a run's charts and report.md
 //
 // Each scenario is a Go benchmark (BenchmarkScenario…) that writes a bench/result.Result; the
 // suite builds each package's test binary once, runs the benchmark once per repeat, and
@@ -44,8 +45,10 @@ func main() {
 		err = compareCmd(args, os.Stdout)
 	case "check":
 		err = checkCmd(args, os.Stdout)
+	case "report":
+		err = reportCmd(args, os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, compare or check", cmd)
+		err = fmt.Errorf("unknown command %q: want run, compare, check or report", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench suite:", err)
@@ -100,31 +103,11 @@ func runCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			run.Scenarios = append(run.Scenarios, ScenarioRun{Name: s.Name, Benchmark: s.Benchmark, Status: StatusFailed, Error: "interrupted", Log: s.Name + ".log"})
 			continue
 		}
-		sr := e.run(ctx, s)
-		if sr.Result != nil {
-			files, err := drawCharts(dir, sr.Result)
-			sr.ChartFiles = files
-			if err != nil {
-				sr.Status, sr.Error = StatusFailed, err.Error()
-			}
-		}
-		for k, n := range spreads(sr) {
-			run.Noise[k] = n
-		}
-		run.Scenarios = append(run.Scenarios, sr)
+		run.Scenarios = append(run.Scenarios, e.run(ctx, s))
 	}
 	run.Finished, run.LoadAfter = time.Now().UTC(), loadAvg()
-	if err := writeRun(filepath.Join(dir, "results.json"), run); err != nil {
+	if err := writeOutput(dir, *outRoot, run); err != nil {
 		return err
-	}
-	past := history(*outRoot, dir, run)
-	var prev previous
-	if len(past) > 0 {
-		prev = previous{Run: past[0], Dir: past[0].Started.Format("20060102T150405Z")}
-	}
-	report := renderReport(run, filepath.Base(dir), prev, noiseFrom(append([]*Run{run}, past...)...))
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(report), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
 	}
 	latest := filepath.Join(*outRoot, "latest")
 	_ = os.Remove(latest)
@@ -141,6 +124,59 @@ func runCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(failed) > 0 {
 		return fmt.Errorf("not ok: %s (report written: %s)", strings.Join(failed, ", "), filepath.Join(dir, "report.md"))
 	}
+	return nil
+}
+
+// writeOutput draws the charts, computes the noise of repeated scenarios and writes
+// results.json and report.md (compared with the previous run under outRoot on this machine).
+func writeOutput(dir, outRoot string, run *Run) error {
+	run.Noise = map[string]Noise{}
+	for i := range run.Scenarios {
+		sr := &run.Scenarios[i]
+		if sr.Result != nil {
+			files, err := drawCharts(dir, sr.Result)
+			sr.ChartFiles = files
+			if err != nil {
+				sr.Status, sr.Error = StatusFailed, err.Error()
+			}
+		}
+		for k, n := range spreads(*sr) {
+			run.Noise[k] = n
+		}
+	}
+	if err := writeRun(filepath.Join(dir, "results.json"), run); err != nil {
+		return err
+	}
+	past := history(outRoot, dir, run)
+	var prev previous
+	if len(past) > 0 {
+		prev = previous{Run: past[0], Dir: past[0].Started.Format("20060102T150405Z")}
+	}
+	report := renderReport(run, filepath.Base(dir), prev, noiseFrom(append([]*Run{run}, past...)...))
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(report), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// reportCmd redraws a run's charts and report.md from its results.json (after a change of
+// the suite's report, say).
+func reportCmd(args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("usage: suite report RUN_DIR")
+	}
+	dir, err := filepath.EvalSymlinks(args[0])
+	if err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	run, err := readRun(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	if err := writeOutput(dir, filepath.Dir(dir), run); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s rewritten\n", filepath.Join(dir, "report.md"))
 	return nil
 }
 
