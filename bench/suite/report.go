@@ -55,11 +55,11 @@ func renderReport(run *Run, dir string, prev previous, noise func(string) float6
 		p("| %s | %s | %s | %.0f s | %s |\n", s.Name, statusMark(s.Status),
 			cell(targetSummary(s)), s.Wall, share(s, m.Cores))
 	}
-	p("\nCPU share: user + system CPU time of the scenario's process (and of the processes it started " +
-		"and waited for) over its wall time × %d cores. Most scenarios run herald in-process (API, relay " +
-		"and dispatch as goroutines beside the load generator); ingest and memory start `herald serve` as a " +
-		"child process, which counts too. So this is the load generator and herald together, an upper bound " +
-		"of the load generator's share; scenarios that can tell them apart report the load generator's own " +
+	p("\nCPU share: user + system CPU time of the scenario's process (and of the processes it started "+
+		"and waited for) over its wall time × %d cores. Most scenarios run herald in-process (API, relay "+
+		"and dispatch as goroutines beside the load generator); ingest and memory start `herald serve` as a "+
+		"child process, which counts too. So this is the load generator and herald together, an upper bound "+
+		"of the load generator's share; scenarios that can tell them apart report the load generator's own "+
 		"CPU as a figure.\n", m.Cores)
 
 	for _, s := range run.Scenarios {
