@@ -75,10 +75,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	must(b, err)
 	pool.Close()
 
-	bin := os.Getenv("BENCH_HERALD_BIN")
-	if bin == "" {
-		bin = benchproc.BuildHerald(b)
-	}
+	bin := benchproc.BuildHerald(b)
 	addr := freeAddr(b)
 	herald := benchproc.Start(b, bin, "serve", "--roles", "ingest", "--http-addr", addr, "--admin-addr", "",
 		"--database-url", dbURL, "--database-max-conns", strconv.Itoa(heraldPool), "--log-level", "warn")

@@ -25,6 +25,27 @@ type executor struct {
 	repeat int     // BENCH_REPEAT
 	stdout io.Writer
 	built  map[string]error // test binary path → its build's outcome
+	herald string           // BENCH_HERALD_BIN for the scenarios that run herald as a child
+}
+
+// buildHerald builds ./cmd/herald once for every scenario of the run (they would each link
+// it otherwise), unless BENCH_HERALD_BIN names a binary to measure already.
+func (e *executor) buildHerald(ctx context.Context, w io.Writer) error {
+	if bin := os.Getenv("BENCH_HERALD_BIN"); bin != "" {
+		e.herald = bin
+		return nil
+	}
+	start := time.Now()
+	bin := filepath.Join(e.bin, "herald")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/herald")
+	cmd.Dir = e.root
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/herald: %w", err)
+	}
+	fmt.Fprintf(w, "=== go build ./cmd/herald (%.1fs)\n", time.Since(start).Seconds())
+	e.herald = bin
+	return nil
 }
 
 // run builds (once per package) and runs one scenario repeat times, and returns its part of
@@ -101,11 +122,12 @@ func (e *executor) build(ctx context.Context, s Scenario, w io.Writer) (string, 
 	if err, done := e.built[bin]; done {
 		return bin, err
 	}
-	fmt.Fprintf(w, "=== go test -c %s\n", s.Package)
+	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, s.Package)
 	cmd.Dir = filepath.Join(e.root, s.Dir)
 	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
+	fmt.Fprintf(w, "=== go test -c %s (%.1fs)\n", s.Package, time.Since(start).Seconds())
 	if err != nil {
 		err = fmt.Errorf("go test -c %s: %w", s.Package, err)
 	} else if _, statErr := os.Stat(bin); statErr != nil {
@@ -141,6 +163,9 @@ func (e *executor) exec(ctx context.Context, s Scenario, bin, pkgDir, resultDir 
 		"-test.benchtime", "1x", "-test.timeout", timeout.String(), "-test.v")
 	cmd.Dir = pkgDir
 	cmd.Env = append(os.Environ(), "BENCH_RESULT_DIR="+resultDir, "BENCH_SCALE="+strconv.FormatFloat(e.scale, 'g', -1, 64))
+	if e.herald != "" {
+		cmd.Env = append(cmd.Env, "BENCH_HERALD_BIN="+e.herald)
+	}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()

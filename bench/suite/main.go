@@ -94,10 +94,17 @@ func runCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer os.RemoveAll(bin)
 
+	machineStart := time.Now()
 	run := &Run{Started: started, Scale: *scale, Repeat: *repeat, LoadBefore: loadAvg(), Noise: map[string]Noise{}}
 	run.Machine = readMachine(ctx, *root)
+	fmt.Fprintf(stdout, "bench suite: machine facts read in %.1fs\n", time.Since(machineStart).Seconds())
 	fmt.Fprintf(stdout, "bench suite: %s → %s (BENCH_SCALE=%g, BENCH_REPEAT=%d)\n", strings.Join(names(scenarios), ", "), dir, *scale, *repeat)
 	e := &executor{root: *root, out: dir, bin: bin, scale: *scale, repeat: *repeat, stdout: stdout, built: map[string]error{}}
+	// Scenarios that run herald as a child get one binary, built here; without it each
+	// builds its own (BuildHerald), so a failed build here is not the end of the run.
+	if err := e.buildHerald(ctx, stdout); err != nil {
+		fmt.Fprintf(stdout, "bench suite: %v; each scenario builds herald itself\n", err)
+	}
 	for _, s := range scenarios {
 		if ctx.Err() != nil {
 			run.Scenarios = append(run.Scenarios, ScenarioRun{Name: s.Name, Benchmark: s.Benchmark, Status: StatusFailed, Error: "interrupted", Log: s.Name + ".log"})

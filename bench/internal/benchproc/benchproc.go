@@ -17,10 +17,18 @@ import (
 	"time"
 )
 
-// BuildHerald builds ./cmd/herald of the module the benchmark runs in, into a temporary
-// directory, and returns the binary's path.
+// BuildHerald returns the herald binary to measure: $BENCH_HERALD_BIN when set (the suite
+// builds herald once per run and sets it; by hand it measures a prebuilt binary, for A/B
+// comparisons), else ./cmd/herald of the module the benchmark runs in, built into a
+// temporary directory.
 func BuildHerald(tb testing.TB) string {
 	tb.Helper()
+	if bin := os.Getenv("BENCH_HERALD_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			tb.Fatalf("BENCH_HERALD_BIN: %v", err)
+		}
+		return bin
+	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" {
 		tb.Fatalf("find herald's module: %v", err)
