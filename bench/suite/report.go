@@ -86,6 +86,10 @@ func renderScenario(b *strings.Builder, s ScenarioRun, prev previous, noise func
 		return
 	}
 	p("\nLoad: %s (BENCH_SCALE=%g).\n", r.Load, r.Scale)
+	if len(s.Repeats) > 0 {
+		p("\nRun %d times (BENCH_REPEAT): the figures are the first run's; each figure's spread over the runs "+
+			"(in results.json) is the noise threshold of the comparisons.\n", len(s.Repeats)+1)
+	}
 
 	p("\n%s\n\n| group | name | value | unit | target |\n|---|---|---|---|---|\n", headFigures)
 	for _, f := range r.Figures {
