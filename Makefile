@@ -18,15 +18,25 @@ TOOLS := deploy/local/tools.sh
 PKG ?= ./...
 TESTFLAGS ?=
 BENCHFLAGS ?=
+# The bench suite (bench/suite, docs/benchmarks.md): `make bench SCENARIO=relay BENCH_SCALE=0.1`;
+# BENCH_REPEAT=2 runs each scenario twice to measure the run-to-run noise.
+SCENARIO ?=
+BENCH_SCALE ?= 1
+BENCH_REPEAT ?= 1
+# The suite is a module of its own (gonum/plot stays out of herald's go.mod).
+SUITE := go -C bench/suite run .
 # How long `make fuzz` runs each fuzz target (a long run: `make fuzz FUZZTIME=30m`).
 FUZZTIME ?= 20s
 
-.PHONY: help build run test fuzz bench lint stack-up stack-down stack-status
+.PHONY: help build run test fuzz bench bench-go bench-smoke bench-compare lint stack-up stack-down stack-status
 
 help:
 	@echo "make run           stack up, build, migrate, print a dev API key, herald serve"
 	@echo "make test          stack up (and chromium), go test -race on every package (PKG=, TESTFLAGS=)"
-	@echo "make bench         stack up, Go benchmarks and bench/run.sh (BENCHFLAGS=)"
+	@echo "make bench         stack up, the bench suite: bench/out/<UTC time>/report.md (SCENARIO=, BENCH_SCALE=, BENCH_REPEAT=)"
+	@echo "make bench-smoke   the suite at BENCH_SCALE=0.01 and a check that its report is complete (CI)"
+	@echo "make bench-compare A=bench/out/<run> B=bench/out/<run>   two runs' figures side by side"
+	@echo "make bench-go      stack up, the Go micro and end-to-end benchmarks (PKG=, BENCHFLAGS=)"
 	@echo "make build         bin/herald"
 	@echo "make fuzz          every Go fuzz target for FUZZTIME each (default 20s)"
 	@echo "make lint          gofmt, go vet, staticcheck, govulncheck (offline database), go mod tidy check"
@@ -47,12 +57,32 @@ test:
 	$(STACK) install prometheus
 	eval "$$($(STACK) env)"
 	go test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKG)
+	go -C bench/suite test -race -count=1 $(TESTFLAGS) ./...
 
 bench:
 	$(STACK) up
 	eval "$$($(STACK) env)"
-	go test -run '^$$' -bench . -benchmem $(BENCHFLAGS) $(PKG)
-	bench/run.sh
+	$(SUITE) -root "$(CURDIR)" -scenario '$(SCENARIO)' -scale '$(BENCH_SCALE)' -repeat '$(BENCH_REPEAT)'
+
+# CI: every scenario at a tiny scale, then the completeness check of what it wrote (figures
+# are not asserted). The check runs even when a scenario failed, so that its list is whole.
+bench-smoke:
+	$(STACK) up
+	eval "$$($(STACK) env)"
+	rc=0
+	$(SUITE) -root "$(CURDIR)" -scenario '$(SCENARIO)' -scale 0.01 || rc=$$?
+	$(SUITE) check -scenario '$(SCENARIO)' "$(CURDIR)/bench/out/latest" || rc=1
+	exit $$rc
+
+bench-compare:
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make bench-compare A=bench/out/<run> B=bench/out/<run>"; exit 2; }
+	$(SUITE) compare "$(abspath $(A))" "$(abspath $(B))"
+
+# The Go benchmarks other than the suite's scenarios (micro-benchmarks, bench/e2e's).
+bench-go:
+	$(STACK) up
+	eval "$$($(STACK) env)"
+	go test -run '^$$' -bench . -skip '^BenchmarkScenario' -benchmem $(BENCHFLAGS) $(PKG)
 
 # Each fuzz target runs alone (go test -fuzz takes one target per package at a time); the
 # integration fuzz targets need the stack like the tests do. Targets are found by name in the
@@ -73,7 +103,9 @@ lint:
 	unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './.stack/*' -not -path './bin/*'))"
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
+	go -C bench/suite mod tidy -diff
 	go vet $(PKG)
+	go -C bench/suite vet ./...
 	staticcheck $(PKG)
 	govulncheck -db "$$GOVULNDB" $(PKG)
 

@@ -7,7 +7,7 @@
 // Every request has its own Idempotency-Key and asks for two channels (SMS and EMAIL), so each
 // accepted request writes one notification and two delivery rows. By default it also carries
 // the addresses ("to"), so that any user id works; with --to=false the users 1..--users must
-// have stored contacts (as bench/ingest/run.sh sets up, matching ingest/testdata/pgbench_accept.sql).
+// have stored contacts (as the suite's ingest scenario, BenchmarkScenarioIngest, sets up, matching ingest/testdata/pgbench_accept.sql).
 //
 // Closed loop (--rate 0): --concurrency workers each send the next request when the last one
 // is answered; the figure is the throughput. Open loop (--rate R): requests are due at a fixed

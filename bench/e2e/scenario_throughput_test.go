@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/senders"
+)
+
+// BenchmarkScenarioThroughput is the suite's throughput scenario: how many deliveries per
+// second herald completes end to end (relay, Kafka, claim, provider call, outcome) with no
+// rate limit and a provider that answers at once. A NORMAL backlog of 100,000 (× BENCH_SCALE)
+// is inserted in transactions of 10,000 while herald runs; the figure counts from the first
+// insert to the last delivery SENT. Charts: provider calls per 1 s and the backlog (inserted,
+// not yet sent to the provider) over time.
+func BenchmarkScenarioThroughput(b *testing.B) {
+	backlog := result.Scaled(100_000, 500)
+	const batch = 10_000
+	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
+		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
+	var called atomic.Int64
+	s.sender.OnCall = func(*senders.Message) { called.Add(1) }
+	r := result.New("throughput", "end to end with limits lifted: deliveries per second")
+	r.Load = fmt.Sprintf("a backlog of %d NORMAL SMS deliveries inserted in transactions of %d while herald runs; "+
+		"no rate limit, a provider that answers at once, NORMAL lane concurrency 64", backlog, batch)
+
+	var clientID string
+	must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var inserted atomic.Int64
+	stop := result.Progress(ctx, os.Stderr, "throughput", 5*time.Second, func() string {
+		return fmt.Sprintf("%d of %d inserted, %d sent to the provider", inserted.Load(), backlog, called.Load())
+	})
+	defer stop()
+
+	b.ResetTimer()
+	start := time.Now()
+	var insertedAt []time.Time // when each batch committed
+	var insertedN []int
+	for from := 0; from < backlog; from += batch {
+		n := min(batch, backlog-from)
+		deliverytest.Backlog(b, s.pool, n, deliverytest.Spec{ClientID: clientID, UserID: 1, Template: "bench",
+			Category: "bench", Recipient: `{"phone":"+15550000000"}`, Channel: herald.ChannelSMS, Priority: herald.PriorityNormal})
+		inserted.Add(int64(n))
+		insertedAt, insertedN = append(insertedAt, time.Now()), append(insertedN, n)
+	}
+	waitFor(b, 10*time.Minute, "every delivery sent to the provider", func() bool { return called.Load() >= int64(backlog) })
+	// The outcome commits after the call: poll the database only once the calls are in.
+	waitFor(b, time.Minute, "every delivery SENT", func() bool {
+		var sent int
+		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
+		return sent == backlog
+	})
+	b.StopTimer()
+	stop()
+
+	var first, last time.Time
+	must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
+	calls := s.sender.Calls()
+	e2e := float64(backlog) / last.Sub(first).Seconds()
+	span := calls[len(calls)-1].At.Sub(calls[0].At)
+	drain := float64(len(calls)) / math.Max(span.Seconds(), 1e-3)
+	r.Add(result.Figure{Name: "deliveries/s", Value: e2e, Unit: "deliveries/s", Better: "higher", Target: "≥ 5000"})
+	r.Add(result.Figure{Name: "provider calls/s (first → last call)", Value: drain, Unit: "calls/s", Better: "higher"})
+	r.Add(result.Figure{Name: "first insert → last SENT", Value: last.Sub(first).Seconds(), Unit: "s", Better: "lower"})
+	r.Add(result.Figure{Name: "insert of the backlog", Value: insertedAt[len(insertedAt)-1].Sub(start).Seconds(), Unit: "s"})
+	r.Add(result.Figure{Name: "provider calls", Value: float64(len(calls)), Unit: "count"})
+	r.Add(result.Figure{Name: "duplicate provider calls", Value: float64(len(calls) - backlog), Unit: "count", Better: "lower"})
+	if backlog < 100_000 {
+		r.Note("BENCH_SCALE=%g: %d deliveries; the first and last seconds (Kafka consumers joining, the tail) weigh more in a small run, so deliveries/s is lower than at full scale", result.Scale(), backlog)
+	}
+	r.Note("herald (API, relay, dispatch) runs in the benchmark's process; PostgreSQL, Kafka and Redis share the machine's cores with it")
+
+	rate, left := throughputSeries(start, calls, insertedAt, insertedN)
+	r.Chart(result.Chart{File: "rate", Title: "provider calls per second", Kind: "line",
+		XLabel: "seconds since the first insert", YLabel: "deliveries/s", Series: []result.Series{rate}})
+	r.Chart(result.Chart{File: "backlog", Title: "backlog: inserted, not yet sent to the provider", Kind: "line",
+		XLabel: "seconds since the first insert", YLabel: "deliveries", Series: []result.Series{left}})
+	must(b, r.Write())
+
+	b.ReportMetric(e2e, "deliveries/s")
+	b.ReportMetric(drain, "calls/s")
+	b.Logf("%d NORMAL deliveries, no rate limit, zero-latency provider: %.0f deliveries/s from the first insert to the last SENT (%s); "+
+		"%d provider calls over %s (%.0f/s)", backlog, e2e, last.Sub(first).Round(time.Millisecond), len(calls), span.Round(time.Millisecond), drain)
+}
+
+// throughputSeries buckets the provider calls into 1 s windows since start (calls per
+// second) and the backlog at the end of each second: deliveries committed by then minus
+// calls made by then.
+func throughputSeries(start time.Time, calls []dispatch.Call, insertedAt []time.Time, insertedN []int) (rate, left result.Series) {
+	rate, left = result.Series{Name: "deliveries/s"}, result.Series{Name: "backlog"}
+	if len(calls) == 0 {
+		return rate, left
+	}
+	end := calls[0].At
+	for _, c := range calls {
+		if c.At.After(end) {
+			end = c.At
+		}
+	}
+	buckets := make([]float64, int(end.Sub(start)/time.Second)+1)
+	for _, c := range calls {
+		if i := int(c.At.Sub(start) / time.Second); i >= 0 && i < len(buckets) {
+			buckets[i]++
+		}
+	}
+	var done, ins float64
+	j := 0
+	for i, n := range buckets {
+		edge := start.Add(time.Duration(i+1) * time.Second)
+		for j < len(insertedAt) && insertedAt[j].Before(edge) {
+			ins += float64(insertedN[j])
+			j++
+		}
+		done += n
+		rate.X, rate.Y = append(rate.X, float64(i)+0.5), append(rate.Y, n)
+		left.X, left.Y = append(left.X, float64(i+1)), append(left.Y, math.Max(ins-done, 0))
+	}
+	return rate, left
+}

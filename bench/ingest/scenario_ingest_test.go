@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/bench/internal/benchproc"
+	benchresult "github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/stacktest"
+)
+
+// Ingest scenario settings (see docs/benchmarks.md).
+const (
+	pgClients       = 16 // pgbench clients (-c), one connection each
+	heraldPool      = 16 // herald's --database-max-conns: as many connections as pgbench has
+	closedConns     = 32 // load generator connections, closed loop
+	openConns       = 64 // load generator connections (most requests in flight), open loop
+	maxRounds       = 5  // pgbench and the closed loop alternate in this many slices
+	phaseAtScaleOne = 10 * time.Second
+)
+
+// fixtureSQL is what ingest/testdata/pgbench_accept.sql assumes: its client id, template otp,
+// users 1..1000 with stored contacts.
+const fixtureSQL = `
+INSERT INTO api_client (id, name, key_prefix, key_hash)
+VALUES ('01a229cf-0000-7000-8000-000000000001', 'pgbench', 'hk_x', '\x00');
+INSERT INTO template (name, category, channels, content) VALUES ('otp', 'security', '{SMS,EMAIL}',
+  '{"SMS":{"default":{"text":"Your code is {{.code}}"}},"EMAIL":{"default":{"subject":"Your code","text":"Your code is {{.code}}"}}}');
+INSERT INTO user_contact (user_id, email, phone)
+SELECT i, 'u' || i || '@example.com', '+1555' || lpad(i::text, 7, '0') FROM generate_series(1, 1000) AS i;`
+
+// BenchmarkScenarioIngest measures herald's POST /api/notifications against pgbench of the
+// same SQL (ingest/testdata/pgbench_accept.sql) in one run: `herald serve --roles ingest` as
+// a child process on a scratch database; pgbench and this load generator in a closed loop
+// alternate in slices (10 s each at BENCH_SCALE=1, 5 slices), so that the machine's other
+// load hits both alike; then the load generator open loop at half the closed-loop rate:
+// latency counted from when each request was due. Targets: POST/s ≥ 0.6 × pgbench tx/s and
+// p99 ≤ 25 ms at half rate. BENCH_HERALD_BIN measures a prebuilt herald (A/B comparisons).
+func BenchmarkScenarioIngest(b *testing.B) {
+	// At least 2 s: pgbench spends part of a shorter slice connecting its clients.
+	phase := max(time.Duration(float64(phaseAtScaleOne)*benchresult.Scale()), 2*time.Second).Round(time.Second)
+	rounds := min(max(int(phase/(2*time.Second)), 1), maxRounds)
+	slice := phase / time.Duration(rounds)
+	pgbench := findPgbench(b)
+	script, err := filepath.Abs(filepath.Join("..", "..", "ingest", "testdata", "pgbench_accept.sql"))
+	must(b, err)
+	r := benchresult.New("ingest", "POST /api/notifications against pgbench of the same SQL")
+	r.Load = fmt.Sprintf("pgbench (%d clients) and the load generator closed loop (%d connections) alternating in %d slices of %s each; "+
+		"then the load generator open loop at half the closed-loop rate for %s (%d connections at most); "+
+		"each request: one notification, two deliveries (SMS, EMAIL), stored contacts", pgClients, closedConns, rounds, slice, phase, openConns)
+
+	dbURL := stacktest.PostgresURL(b)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	must(b, err)
+	b.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, fixtureSQL)
+	must(b, err)
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE`)
+	must(b, err)
+	client, err := ingest.CreateAPIClient(ctx, pool, "bench", []ingest.Scope{ingest.ScopeOperator})
+	must(b, err)
+	pool.Close()
+
+	bin := benchproc.BuildHerald(b)
+	addr := freeAddr(b)
+	herald := benchproc.Start(b, bin, "serve", "--roles", "ingest", "--http-addr", addr, "--admin-addr", "",
+		"--database-url", dbURL, "--database-max-conns", strconv.Itoa(heraldPool), "--log-level", "warn")
+	herald.WaitFor(b, time.Minute, 100*time.Millisecond, "herald ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	o := options{url: &url.URL{Scheme: "http", Host: addr}, key: client.Key, template: "otp", users: 1000, priority: "NORMAL"}
+	warm := o
+	warm.duration, warm.concurrency = time.Second, closedConns
+	if _, err := run(warm); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+
+	b.ResetTimer()
+	var pgTx, posted int64
+	var pgTime, postTime, heraldCPU, genCPU time.Duration
+	var slices [2]benchresult.Series
+	slices[0].Name, slices[1].Name = "pgbench tx/s", "herald POST/s"
+	for i := 1; i <= rounds; i++ {
+		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: pgbench, %d clients, %s\n", i, rounds, pgClients, slice)
+		n, took := runPgbench(b, pgbench, script, dbURL, slice)
+		pgTx, pgTime = pgTx+n, pgTime+took
+		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: load generator closed loop, %d connections, %s\n", i, rounds, closedConns, slice)
+		closed := o
+		closed.duration, closed.concurrency = slice, closedConns
+		cpu0, err := herald.CPU()
+		must(b, err)
+		res, err := run(closed)
+		if err != nil {
+			b.Fatalf("closed loop: %v", err)
+		}
+		cpu1, err := herald.CPU()
+		must(b, err)
+		heraldCPU, genCPU = heraldCPU+cpu1-cpu0, genCPU+res.cpu
+		posted, postTime = posted+res.accepted, postTime+res.elapsed
+		slices[0].X, slices[0].Y = append(slices[0].X, float64(i)), append(slices[0].Y, float64(n)/took.Seconds())
+		slices[1].X, slices[1].Y = append(slices[1].X, float64(i)), append(slices[1].Y, float64(res.accepted)/res.elapsed.Seconds())
+	}
+	tps := float64(pgTx) / pgTime.Seconds()
+	posts := float64(posted) / postTime.Seconds()
+	half := posts / 2
+
+	fmt.Fprintf(os.Stderr, "[ingest] load generator open loop at %.0f/s, %s\n", half, phase)
+	open := o
+	open.duration, open.concurrency, open.rate = phase, openConns, half
+	cpu0, err := herald.CPU()
+	must(b, err)
+	res, err := run(open)
+	if err != nil {
+		b.Fatalf("open loop: %v", err)
+	}
+	cpu1, err := herald.CPU()
+	must(b, err)
+	b.StopTimer()
+	res.print(open)
+
+	perPost := func(cpu time.Duration, n int64) float64 { return float64(cpu.Microseconds()) / float64(max(n, 1)) }
+	r.Add(benchresult.Figure{Group: "closed loop", Name: "pgbench tx/s", Value: tps, Unit: "tx/s", Better: "higher"})
+	r.Add(benchresult.Figure{Group: "closed loop", Name: "herald POST/s", Value: posts, Unit: "POST/s", Better: "higher"})
+	r.Add(benchresult.Figure{Group: "closed loop", Name: "ratio POST/s ÷ pgbench tx/s", Value: posts / tps, Unit: "ratio", Better: "higher", Target: "≥ 0.6"})
+	r.Add(benchresult.Figure{Group: "closed loop", Name: "herald CPU per POST", Value: perPost(heraldCPU, posted), Unit: "µs", Better: "lower"})
+	r.Add(benchresult.Figure{Group: "closed loop", Name: "load generator CPU per POST", Value: perPost(genCPU, posted), Unit: "µs", Better: "lower"})
+	openGroup := "open loop at half rate"
+	r.Add(benchresult.Figure{Group: openGroup, Name: "rate", Value: float64(res.accepted) / res.elapsed.Seconds(), Unit: "POST/s"})
+	r.Latencies(openGroup, "due → answer", res.hist, "≤ 25")
+	r.Add(benchresult.Figure{Group: openGroup, Name: "herald CPU per POST", Value: perPost(cpu1-cpu0, res.accepted), Unit: "µs", Better: "lower"})
+	r.Add(benchresult.Figure{Group: openGroup, Name: "load generator CPU share", Value: res.cpu.Seconds() / res.elapsed.Seconds() * 100, Unit: "% of one core", Better: "lower"})
+	r.Note("herald runs as a child process (herald serve --roles ingest, pool %d); the load generator is the benchmark's process, so its CPU figures are its own", heraldPool)
+	r.Note("the ratio is the meaningful figure on a shared machine: pgbench and herald alternate in slices and see the same other load")
+	r.Chart(benchresult.Chart{File: "latency", Title: fmt.Sprintf("POST latency open loop at %.0f/s (from when each request was due)", half),
+		Kind: "cdf", XLabel: "latency (ms)", YLabel: "quantile", LogX: true, Series: []benchresult.Series{benchresult.CDF("herald POST", res.hist)}})
+	r.Chart(benchresult.Chart{File: "slices", Title: "pgbench and herald in alternating slices (closed loop)", Kind: "line",
+		XLabel: "slice", YLabel: "per second", Series: slices[:]})
+	must(b, r.Write())
+
+	b.ReportMetric(posts/tps, "ratio")
+	b.ReportMetric(float64(res.hist.ValueAtQuantile(99))/1000, "p99-ms")
+	b.Logf("pgbench %.0f tx/s, herald %.0f POST/s (ratio %.2f, target ≥ 0.6); open loop at %.0f/s: p50 %.2f ms, p99 %.2f ms (target ≤ 25 ms)",
+		tps, posts, posts/tps, half, float64(res.hist.ValueAtQuantile(50))/1000, float64(res.hist.ValueAtQuantile(99))/1000)
+}
+
+var (
+	pgbenchTx  = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
+	pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+)
+
+// runPgbench runs the script for d and returns the transactions it processed and the time
+// they took (pgbench's own, without its connection setup: n ÷ tps).
+func runPgbench(b *testing.B, pgbench, script, dbURL string, d time.Duration) (int64, time.Duration) {
+	b.Helper()
+	cmd := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(pgClients), "-j", "2",
+		"-T", strconv.Itoa(int(d.Seconds())), "-f", script, dbURL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("pgbench: %v\n%s", err, out.String())
+	}
+	m := pgbenchTx.FindStringSubmatch(out.String())
+	if m == nil {
+		b.Fatalf("pgbench printed no transaction count:\n%s", out.String())
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	must(b, err)
+	t := pgbenchTPS.FindStringSubmatch(out.String())
+	if t == nil {
+		b.Fatalf("pgbench printed no tps:\n%s", out.String())
+	}
+	tps, err := strconv.ParseFloat(t[1], 64)
+	must(b, err)
+	if n == 0 || tps <= 0 {
+		b.Fatalf("pgbench processed no transaction:\n%s", out.String())
+	}
+	return n, time.Duration(float64(n) / tps * float64(time.Second))
+}
+
+// findPgbench returns pgbench from PATH or from the PostgreSQL the local stack runs
+// (deploy/local/stack.sh: /usr/lib/postgresql/15/bin).
+func findPgbench(b *testing.B) string {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p
+	}
+	const stack = "/usr/lib/postgresql/15/bin/pgbench"
+	if _, err := os.Stat(stack); err == nil {
+		return stack
+	}
+	b.Fatal("pgbench not found in PATH nor in /usr/lib/postgresql/15/bin: install PostgreSQL's client tools")
+	return ""
+}
+
+// freeAddr is a free 127.0.0.1 port for herald's listener.
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	addr := l.Addr().String()
+	must(b, l.Close())
+	return addr
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}

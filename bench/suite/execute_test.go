@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeBenchmarks is a package of scenario benchmarks: one that writes a result (its figure
+// is BENCH_SCALE, so the test sees the variable arrive), one that fails, one that writes
+// nothing.
+const fakeBenchmarks = `package p
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func BenchmarkScenarioGood(b *testing.B) {
+	body := ` + "`" + `{"scenario":"good","title":"t","figures":[{"name":"scale","value":` + "`" + ` + os.Getenv("BENCH_SCALE") + ` + "`" + `,"unit":"x"}]}` + "`" + `
+	if err := os.WriteFile(filepath.Join(os.Getenv("BENCH_RESULT_DIR"), "good.json"), []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkScenarioBoom(b *testing.B) { b.Fatal("boom") }
+
+func BenchmarkScenarioSilent(b *testing.B) {}
+`
+
+func TestExecutorStatuses(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module fake\n\ngo 1.26.0\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(fakeBenchmarks), 0o644))
+	out := t.TempDir()
+	e := &executor{root: root, out: out, bin: t.TempDir(), scale: 0.25, repeat: 2, stdout: io.Discard, built: map[string]error{}}
+	run := func(name, pkg, bench string) ScenarioRun {
+		return e.run(context.Background(), Scenario{Name: name, Dir: ".", Package: pkg, Benchmark: bench, Budget: time.Minute})
+	}
+
+	good := run("good", "./p", "BenchmarkScenarioGood")
+	require.Equal(t, StatusOK, good.Status, good.Error)
+	require.Equal(t, 0.25, good.Result.Figures[0].Value, "BENCH_SCALE reaches the benchmark")
+	require.Len(t, good.Repeats, 1, "BENCH_REPEAT=2: one repeat besides the first")
+	require.FileExists(t, filepath.Join(out, "repeat2", "good.json"))
+	require.Greater(t, good.Wall, 0.0)
+	require.NotEmpty(t, good.LoadBefore)
+	require.NotEmpty(t, good.LoadAfter)
+	log, err := os.ReadFile(filepath.Join(out, "good.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "BenchmarkScenarioGood")
+
+	require.Equal(t, StatusFailed, run("boom", "./p", "BenchmarkScenarioBoom").Status)
+	require.Equal(t, StatusNoResult, run("silent", "./p", "BenchmarkScenarioSilent").Status)
+	require.Equal(t, StatusMissing, run("later", "./p", "BenchmarkScenarioLater").Status, "a benchmark not written yet")
+	require.Equal(t, StatusMissing, run("elsewhere", "./q", "BenchmarkScenarioElsewhere").Status, "a package not written yet")
+	require.Len(t, e.built, 1, "one build per package")
+
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "broken"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "broken", "b_test.go"), []byte("package broken\nfunc x( {"), 0o644))
+	require.Equal(t, StatusBuildFailed, run("broken", "./broken", "BenchmarkScenarioBroken").Status)
+}

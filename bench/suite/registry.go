@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenario is one entry of the suite: a Go benchmark run once.
+type Scenario struct {
+	Name      string        // as SCENARIO= picks it and as the Result names itself
+	Dir       string        // module directory, relative to the repository root
+	Package   string        // package path, relative to Dir
+	Benchmark string        // BenchmarkScenario…
+	Budget    time.Duration // wall time at BENCH_SCALE=1
+}
+
+// registry is every scenario, in the order the suite runs them (BENCH-CONTRACT: the whole
+// suite stays within 20 minutes at BENCH_SCALE=1 on the project's 2-core machine).
+var registry = []Scenario{
+	{"relay", ".", "./bench/relay", "BenchmarkScenarioRelay", 4 * time.Minute},
+	{"ingest", ".", "./bench/ingest", "BenchmarkScenarioIngest", 2 * time.Minute},
+	{"otp-under-campaign", ".", "./bench/e2e", "BenchmarkScenarioOTPUnderCampaign", 4 * time.Minute},
+	{"throughput", ".", "./bench/e2e", "BenchmarkScenarioThroughput", 2 * time.Minute},
+	{"seed-load", ".", "./bench/e2e", "BenchmarkScenarioSeedLoad", 3 * time.Minute},
+	{"rate-limit", ".", "./bench/e2e", "BenchmarkScenarioRateLimit", time.Minute},
+	{"memory", ".", "./bench/memory", "BenchmarkScenarioMemory", 3 * time.Minute},
+	{"recovery", ".", "./bench/recovery", "BenchmarkScenarioRecovery", 2 * time.Minute},
+}
+
+// selectScenarios returns the scenarios a comma-separated list names, in registry order;
+// an empty list is all of them.
+func selectScenarios(list string) ([]Scenario, error) {
+	if strings.TrimSpace(list) == "" {
+		return registry, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []Scenario
+	for _, s := range registry {
+		if want[s.Name] {
+			out = append(out, s)
+			delete(want, s.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown scenario %q (known: %s)", n, strings.Join(names(registry), ", "))
+	}
+	return out, nil
+}
+
+func names(ss []Scenario) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// timeout is the -test.timeout of a scenario: three times its budget at the scale, plus two
+// minutes for setup (a stack that starts slowly, a build of herald inside the scenario).
+func (s Scenario) timeout(scale float64) time.Duration {
+	return time.Duration(float64(3*s.Budget)*scale) + 2*time.Minute
+}
