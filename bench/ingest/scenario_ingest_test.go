@@ -59,7 +59,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	script, err := filepath.Abs(filepath.Join("..", "..", "ingest", "testdata", "pgbench_accept.sql"))
 	must(b, err)
 	r := benchresult.New("ingest", "POST /api/notifications against pgbench of the same SQL")
-	r.Load = fmt.Sprintf("pgbench (%d clients) and the load generator closed loop (%d connections) alternating in %d slices of %s each; "+
+	r.Load = fmt.Sprintf("pgbench (%d clients) and the load generator closed loop (%d connections) alternating, %d slice(s) of %s each; "+
 		"then the load generator open loop at half the closed-loop rate for %s (%d connections at most); "+
 		"each request: one notification, two deliveries (SMS, EMAIL), stored contacts", pgClients, closedConns, rounds, slice, phase, openConns)
 

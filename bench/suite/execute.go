@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,8 +27,10 @@ type executor struct {
 	scale  float64 // BENCH_SCALE
 	repeat int     // BENCH_REPEAT
 	stdout io.Writer
-	built  map[string]error // test binary path → its build's outcome
-	herald string           // BENCH_HERALD_BIN for the scenarios that run herald as a child
+	herald string // BENCH_HERALD_BIN for the scenarios that run herald as a child
+
+	mu     sync.Mutex
+	builds map[string]*testBuild // by test binary path
 }
 
 // buildHerald builds ./cmd/herald once for every scenario of the run (they would each link
@@ -116,25 +121,83 @@ func (e *executor) run(ctx context.Context, s Scenario) (sr ScenarioRun) {
 	return sr
 }
 
-// build compiles the scenario's package to a test binary, once per package.
-func (e *executor) build(ctx context.Context, s Scenario, w io.Writer) (string, error) {
-	bin := filepath.Join(e.bin, strings.NewReplacer("/", "_", ".", "_").Replace(filepath.Join(s.Dir, s.Package))+".test")
-	if err, done := e.built[bin]; done {
-		return bin, err
+// testBuild is one package's go test -c, which may run ahead of its scenario.
+type testBuild struct {
+	done chan struct{}
+	out  bytes.Buffer // the compiler's output, written to the scenario's log when it runs
+	took time.Duration
+	err  error
+}
+
+// binPath is where a scenario's package's test binary is built.
+func (e *executor) binPath(s Scenario) string {
+	return filepath.Join(e.bin, strings.NewReplacer("/", "_", ".", "_").Replace(filepath.Join(s.Dir, s.Package))+".test")
+}
+
+// prebuild starts the builds of every scenario's package in the background, as many at once
+// as there are cores: linking a test binary takes seconds, and the scenarios run one by one.
+func (e *executor) prebuild(ctx context.Context, scenarios []Scenario) {
+	sem := make(chan struct{}, runtime.NumCPU())
+	for _, s := range scenarios {
+		if _, err := os.Stat(filepath.Join(e.root, s.Dir, s.Package)); err != nil {
+			continue
+		}
+		if b := e.startBuild(s); b != nil {
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				e.compile(ctx, s, b)
+			}()
+		}
 	}
+}
+
+// startBuild registers the package's build and returns it, or nil when it is registered already.
+func (e *executor) startBuild(s Scenario) *testBuild {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	bin := e.binPath(s)
+	if _, ok := e.builds[bin]; ok {
+		return nil
+	}
+	b := &testBuild{done: make(chan struct{})}
+	e.builds[bin] = b
+	return b
+}
+
+func (e *executor) compile(ctx context.Context, s Scenario, b *testBuild) {
+	defer close(b.done)
+	bin := e.binPath(s)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, s.Package)
 	cmd.Dir = filepath.Join(e.root, s.Dir)
-	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Stdout, cmd.Stderr = &b.out, &b.out
 	err := cmd.Run()
-	fmt.Fprintf(w, "=== go test -c %s (%.1fs)\n", s.Package, time.Since(start).Seconds())
+	b.took = time.Since(start)
 	if err != nil {
-		err = fmt.Errorf("go test -c %s: %w", s.Package, err)
+		b.err = fmt.Errorf("go test -c %s: %w", s.Package, err)
 	} else if _, statErr := os.Stat(bin); statErr != nil {
-		err = fmt.Errorf("go test -c %s wrote no binary (no test files?)", s.Package)
+		b.err = fmt.Errorf("go test -c %s wrote no binary (no test files?)", s.Package)
 	}
-	e.built[bin] = err
-	return bin, err
+}
+
+// build returns the scenario's test binary, once built (by prebuild, or here), and copies
+// the build's output to w.
+func (e *executor) build(ctx context.Context, s Scenario, w io.Writer) (string, error) {
+	if b := e.startBuild(s); b != nil {
+		e.compile(ctx, s, b)
+	}
+	e.mu.Lock()
+	b := e.builds[e.binPath(s)]
+	e.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return "", fmt.Errorf("build of %s: %w", s.Package, ctx.Err())
+	}
+	_, _ = w.Write(b.out.Bytes())
+	fmt.Fprintf(w, "=== go test -c %s (%.1fs)\n", s.Package, b.took.Seconds())
+	return e.binPath(s), b.err
 }
 
 // hasBenchmark lists the binary's benchmarks matching the scenario's name.

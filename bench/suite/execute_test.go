@@ -34,13 +34,36 @@ func BenchmarkScenarioBoom(b *testing.B) { b.Fatal("boom") }
 func BenchmarkScenarioSilent(b *testing.B) {}
 `
 
-func TestExecutorStatuses(t *testing.T) {
+// fakeModule is a module with the package p of fakeBenchmarks.
+func fakeModule(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module fake\n\ngo 1.26.0\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(fakeBenchmarks), 0o644))
+	return root
+}
+
+func TestPrebuildBuildsEachPackageOnceAhead(t *testing.T) {
+	root := fakeModule(t)
+	e := &executor{root: root, out: t.TempDir(), bin: t.TempDir(), scale: 1, repeat: 1, stdout: io.Discard, builds: map[string]*testBuild{}}
+	good := Scenario{Name: "good", Dir: ".", Package: "./p", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
+	boom := Scenario{Name: "boom", Dir: ".", Package: "./p", Benchmark: "BenchmarkScenarioBoom", Budget: time.Minute}
+	absent := Scenario{Name: "absent", Dir: ".", Package: "./absent", Benchmark: "BenchmarkScenarioAbsent", Budget: time.Minute}
+	e.prebuild(context.Background(), []Scenario{good, boom, absent})
+	require.Len(t, e.builds, 1, "one build for p, none for a package that does not exist")
+	for _, b := range e.builds {
+		<-b.done
+		require.NoError(t, b.err)
+	}
+	require.FileExists(t, e.binPath(good), "built before its scenario runs")
+	require.Equal(t, StatusOK, e.run(context.Background(), good).Status)
+}
+
+func TestExecutorStatuses(t *testing.T) {
+	root := fakeModule(t)
 	out := t.TempDir()
-	e := &executor{root: root, out: out, bin: t.TempDir(), scale: 0.25, repeat: 2, stdout: io.Discard, built: map[string]error{}}
+	e := &executor{root: root, out: out, bin: t.TempDir(), scale: 0.25, repeat: 2, stdout: io.Discard, builds: map[string]*testBuild{}}
 	run := func(name, pkg, bench string) ScenarioRun {
 		return e.run(context.Background(), Scenario{Name: name, Dir: ".", Package: pkg, Benchmark: bench, Budget: time.Minute})
 	}
@@ -61,7 +84,7 @@ func TestExecutorStatuses(t *testing.T) {
 	require.Equal(t, StatusNoResult, run("silent", "./p", "BenchmarkScenarioSilent").Status)
 	require.Equal(t, StatusMissing, run("later", "./p", "BenchmarkScenarioLater").Status, "a benchmark not written yet")
 	require.Equal(t, StatusMissing, run("elsewhere", "./q", "BenchmarkScenarioElsewhere").Status, "a package not written yet")
-	require.Len(t, e.built, 1, "one build per package")
+	require.Len(t, e.builds, 1, "one build per package")
 
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "broken"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "broken", "b_test.go"), []byte("package broken\nfunc x( {"), 0o644))

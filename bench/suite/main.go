@@ -99,7 +99,8 @@ func runCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	run.Machine = readMachine(ctx, *root)
 	fmt.Fprintf(stdout, "bench suite: machine facts read in %.1fs\n", time.Since(machineStart).Seconds())
 	fmt.Fprintf(stdout, "bench suite: %s → %s (BENCH_SCALE=%g, BENCH_REPEAT=%d)\n", strings.Join(names(scenarios), ", "), dir, *scale, *repeat)
-	e := &executor{root: *root, out: dir, bin: bin, scale: *scale, repeat: *repeat, stdout: stdout, built: map[string]error{}}
+	e := &executor{root: *root, out: dir, bin: bin, scale: *scale, repeat: *repeat, stdout: stdout, builds: map[string]*testBuild{}}
+	e.prebuild(ctx, scenarios)
 	// Scenarios that run herald as a child get one binary, built here; without it each
 	// builds its own (BuildHerald), so a failed build here is not the end of the run.
 	if err := e.buildHerald(ctx, stdout); err != nil {
