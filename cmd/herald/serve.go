@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -202,7 +201,7 @@ func runServe(ctx context.Context, args []string) error {
 		runs = append(runs, component{"partitions", pm.Run})
 	}
 	if c.has("dispatch") {
-		d, closeDispatch, err := newDispatcher(c, pool, log)
+		d, closeDispatch, err := newDispatcher(ctx, c, log)
 		if err != nil {
 			return err
 		}
@@ -336,11 +335,34 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 	return relay, func() { kcl.Close(); pool.Close() }, nil
 }
 
-func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatch.Dispatcher, func(), error) {
+// dispatchPoolSpare is what the dispatch pool holds beyond one connection per worker: the
+// webhook-secret look-ups and the lanes' lag probes.
+const dispatchPoolSpare = 4
+
+// newDispatcher builds dispatch with a pool of its own, one connection per worker of its lanes
+// plus dispatchPoolSpare: a process that also serves the API must not make a HIGH delivery
+// wait for a connection behind a burst of POSTs (and the API's pool, --database-max-conns,
+// stays the API's).
+func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispatch.Dispatcher, func(), error) {
 	cfg, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, drainTimeout(c.ShutdownTimeout))
 	if err != nil {
 		return nil, nil, err
 	}
+	pc := c.commonConfig
+	pc.MaxConns = dispatchPoolSpare
+	for _, l := range cfg.Lanes {
+		pc.MaxConns += l.Concurrency
+	}
+	pool, err := openPool(ctx, pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pool.Close()
+		}
+	}()
 	c.Groups.applyDispatch(&cfg)
 	if err := c.Kafka.applyDispatch(&cfg); err != nil {
 		return nil, nil, err
@@ -360,5 +382,6 @@ func newDispatcher(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*dispatc
 		closeSenders()
 		return nil, nil, fmt.Errorf("dispatch: %w", err)
 	}
-	return d, func() { rdb.Close(); closeSenders() }, nil
+	ok = true
+	return d, func() { rdb.Close(); closeSenders(); pool.Close() }, nil
 }
