@@ -28,6 +28,7 @@ type system struct {
 	topics   map[herald.Priority]string
 	brokers  []string
 	watch    *watcher
+	acks     *acks // when the relay's records were acknowledged
 	// start runs the relay until stop is called; it returns once the relay is ready to
 	// publish what is committed from then on.
 	start func(tb testing.TB) (stop func())
@@ -45,6 +46,7 @@ func newSystem(tb testing.TB, name string) *system {
 			herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"],
 		},
 	}
+	s.acks = newAcks()
 	s.clientID = deliverytest.Client(tb, s.pool)
 	s.watch = watch(tb, s.brokers, s.topics)
 	return s
@@ -69,7 +71,7 @@ func heraldSystem(tb testing.TB) *system {
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 4)
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
-		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0))
+		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
 		must(tb, err)
 		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics}, relayPool, kcl, zap.NewNop())
 		must(tb, err)
@@ -84,7 +86,7 @@ func pollingSystem(tb testing.TB) *system {
 	s := newSystem(tb, "polling relay")
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 2)
 	s.start = func(tb testing.TB) func() {
-		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0))
+		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
 		must(tb, err)
 		p, err := NewPoller(PollerConfig{Topics: s.topics}, relayPool, kcl, zap.NewNop())
 		must(tb, err)
@@ -114,13 +116,14 @@ func run(tb testing.TB, relay func(context.Context) error, kcl *kgo.Client, read
 	return stop
 }
 
-// streaming reports whether a relay streams from slot. Rows committed before that are not
-// decoded by the stream (the sweeper publishes them only after its grace period).
+// streaming reports whether a relay streams from slot (or catches up on it). Rows committed
+// before the first relay streamed are not decoded by the stream (the sweeper publishes them
+// only after its grace period).
 func streaming(tb testing.TB, pool *pgxpool.Pool, slot string) bool {
 	var ok bool
 	err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 		JOIN pg_replication_slots s ON s.active_pid = r.pid
-		WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&ok)
+		WHERE s.slot_name = $1 AND r.state IN ('catchup', 'streaming'))`, slot).Scan(&ok)
 	must(tb, err)
 	return ok
 }

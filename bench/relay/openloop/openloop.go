@@ -2,12 +2,15 @@
 // test: call i is due at start + i/rate whatever happened to the calls before it, so that a
 // slow system is charged with the time its callers would have waited (no coordinated
 // omission). A caller counts latency from the due time it is handed, not from when its call
-// started. When every worker is busy the schedule slips; Stats says by how much.
+// started. When every worker is busy the schedule slips; Stats says by how much. So that a
+// phase ends on time on a machine that cannot hold the rate, no call starts after the
+// schedule's end plus a grace; the calls left are counted as skipped.
 //
 // It imports only the standard library, so that bench/river (its own module) shares it.
 package openloop
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -20,17 +23,24 @@ type Config struct {
 	Rate     float64       // calls per second
 	Duration time.Duration // the schedule's length: Rate × Duration calls in all
 	Workers  int           // calls in flight at most; each worker takes the next due call
+	// Grace is how long after Duration a late call may still start. Default Duration/10.
+	Grace time.Duration
 }
 
 // Stats is what a phase achieved.
 type Stats struct {
-	Calls   int           // calls made
-	Elapsed time.Duration // from the first due time until the last call returned
+	Calls int // calls made
+	// Elapsed is from the first due time until the last call started, plus one interval:
+	// the span over which the calls were made.
+	Elapsed time.Duration
 	// MaxBehind is the longest a call started after its due time: how far the generator
 	// fell behind its schedule (all workers busy, or the machine too loaded to wake it).
 	MaxBehind time.Duration
 	// Behind is how many calls started more than a millisecond late.
 	Behind int
+	// Skipped is how many calls of the schedule were not made: still waiting for a worker
+	// when the grace after the schedule's end ran out.
+	Skipped int
 }
 
 // Rate is the rate achieved, calls per second.
@@ -49,11 +59,14 @@ func Run(ctx context.Context, cfg Config, call func(ctx context.Context, i int, 
 	}
 	total := int(cfg.Rate * cfg.Duration.Seconds())
 	interval := float64(time.Second) / cfg.Rate
+	grace := cmp.Or(cfg.Grace, cfg.Duration/10)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	var (
 		next      atomic.Int64
+		made      atomic.Int64
+		lastStart atomic.Int64 // nanoseconds since start
 		behind    atomic.Int64
 		maxBehind atomic.Int64
 		once      sync.Once
@@ -61,6 +74,7 @@ func Run(ctx context.Context, cfg Config, call func(ctx context.Context, i int, 
 		wg        sync.WaitGroup
 	)
 	start := time.Now()
+	cutoff := start.Add(cfg.Duration + grace)
 	for range cfg.Workers {
 		wg.Go(func() {
 			timer := time.NewTimer(0)
@@ -80,11 +94,16 @@ func Run(ctx context.Context, cfg Config, call func(ctx context.Context, i int, 
 					case <-timer.C:
 					}
 				}
-				if late := time.Since(due); late > time.Millisecond {
-					behind.Add(1)
-					for m := maxBehind.Load(); int64(late) > m && !maxBehind.CompareAndSwap(m, int64(late)); m = maxBehind.Load() {
-					}
+				now := time.Now()
+				if now.After(cutoff) {
+					return
 				}
+				if late := now.Sub(due); late > time.Millisecond {
+					behind.Add(1)
+					storeMax(&maxBehind, int64(late))
+				}
+				made.Add(1)
+				storeMax(&lastStart, int64(now.Sub(start)))
 				if err := call(ctx, i, due); err != nil {
 					once.Do(func() { firstErr = err; cancel() })
 					return
@@ -93,10 +112,17 @@ func Run(ctx context.Context, cfg Config, call func(ctx context.Context, i int, 
 		})
 	}
 	wg.Wait()
-	st := Stats{Calls: min(int(next.Load()), total), Elapsed: time.Since(start),
+	st := Stats{Calls: int(made.Load()), Elapsed: time.Duration(lastStart.Load()) + time.Duration(interval),
 		MaxBehind: time.Duration(maxBehind.Load()), Behind: int(behind.Load())}
+	st.Skipped = total - st.Calls
 	if firstErr != nil {
 		return st, fmt.Errorf("open loop at %v/s: %w", cfg.Rate, firstErr)
 	}
 	return st, ctx.Err()
+}
+
+// storeMax sets a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
+	}
 }

@@ -28,10 +28,10 @@ func TestRunKeepsTheScheduleWhenCallsAreFast(t *testing.T) {
 }
 
 func TestRunCountsFromTheDueTimeWhenCallsAreSlow(t *testing.T) {
-	// One worker, each call 10 ms, due every 1 ms: the schedule slips and Stats says so; the
-	// due times handed out stay those of the schedule.
+	// One worker, each call 10 ms, due every 1 ms, a grace long enough for all: the schedule
+	// slips and Stats says so; the due times handed out stay those of the schedule.
 	dues := make([]time.Time, 20)
-	st, err := Run(context.Background(), Config{Rate: 1000, Duration: 20 * time.Millisecond, Workers: 1},
+	st, err := Run(context.Background(), Config{Rate: 1000, Duration: 20 * time.Millisecond, Workers: 1, Grace: time.Second},
 		func(_ context.Context, i int, due time.Time) error {
 			dues[i] = due
 			time.Sleep(10 * time.Millisecond)
@@ -56,4 +56,18 @@ func TestRunStopsAtTheFirstError(t *testing.T) {
 		})
 	require.ErrorIs(t, err, boom)
 	require.Less(t, st.Calls, 1000)
+}
+
+func TestRunSkipsWhatItCannotStartInTime(t *testing.T) {
+	// One worker, 20 ms per call, 100 calls due within 100 ms: by the end of the grace
+	// (10 ms) only a handful started; the rest are skipped, not made late.
+	st, err := Run(context.Background(), Config{Rate: 1000, Duration: 100 * time.Millisecond, Workers: 1},
+		func(context.Context, int, time.Time) error {
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		})
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Calls, 7)
+	require.Equal(t, 100, st.Calls+st.Skipped)
+	require.Less(t, st.Elapsed, 200*time.Millisecond)
 }
