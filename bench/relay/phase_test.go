@@ -33,6 +33,9 @@ type latency struct {
 	ack       *hdrhistogram.Histogram // COMMIT returned → Kafka acknowledged the record
 	load      openloop.Stats
 	invisible int // rows not visible when the phase gave up waiting
+	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
+	// other databases' included: a logical replication slot reads all of it.
+	walRate float64
 }
 
 // latencyPhase writes rate rows/s for d, open loop, one notification and one delivery per
@@ -44,13 +47,14 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	ctx := context.Background()
 	rows := make([]row, int(float64(rate)*d.Seconds()))
 	var mu sync.Mutex
-	n := 0
+	n, base := 0, s.watch.count()
 	stop := result.Progress(ctx, os.Stderr, "relay", 5*time.Second, func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("%s at %d rows/s: %d inserted, %d visible", s.name, rate, n, s.watch.count())
+		return fmt.Sprintf("%s at %d rows/s: %d inserted, %d visible", s.name, rate, n, s.watch.count()-base)
 	})
 	defer stop()
+	wal0, t0 := s.walLSN(b), time.Now()
 	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: d, Workers: generatorConns},
 		func(ctx context.Context, i int, due time.Time) error {
 			id, err := s.insert(ctx, herald.Priorities[i%3])
@@ -72,6 +76,7 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	for s.missing(rows) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	out.walRate = float64(s.walLSN(b)-wal0) / time.Since(t0).Seconds()
 	for _, r := range rows {
 		at, ok := s.watch.visible(r.id)
 		if !ok {
@@ -110,6 +115,13 @@ func (s *system) insert(ctx context.Context, p herald.Priority) (string, error) 
 		return "", fmt.Errorf("insert delivery: %w", err)
 	}
 	return did.String(), nil
+}
+
+// walLSN is the cluster's current WAL position, in bytes.
+func (s *system) walLSN(b *testing.B) int64 {
+	var lsn int64
+	must(b, s.pool.QueryRow(context.Background(), `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn))
+	return lsn
 }
 
 // missing counts the rows not yet visible.

@@ -35,7 +35,8 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		Add(result.Figure{Group: s.name, Name: name + " achieved", Value: l.load.Rate(), Unit: "rows/s", Better: "higher"}).
 		Add(result.Figure{Group: s.name, Name: name + " behind schedule max", Value: float64(l.load.MaxBehind.Microseconds()) / 1000, Unit: "ms", Better: "lower"}).
 		Add(result.Figure{Group: s.name, Name: name + " not sent", Value: float64(l.load.Skipped), Unit: "count", Better: "lower"}).
-		Add(result.Figure{Group: s.name, Name: name + " not visible", Value: float64(l.invisible), Unit: "count", Better: "lower"})
+		Add(result.Figure{Group: s.name, Name: name + " not visible", Value: float64(l.invisible), Unit: "count", Better: "lower"}).
+		Add(result.Figure{Group: s.name, Name: name + " cluster WAL", Value: l.walRate / 1e6, Unit: "MB/s"})
 	addSeries(res, chartCDF, result.CDF(fmt.Sprintf("%s %d/s", s.name, l.rate), l.fromDue))
 	if l.load.Rate() < 0.95*float64(l.rate) {
 		res.Note("The generator did not hold %d rows/s for %s: it achieved %.0f rows/s and fell up to %v behind its schedule "+
@@ -44,9 +45,9 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 			l.rate, s.name, l.load.Rate(), l.load.MaxBehind.Round(1e6), l.load.Behind, l.load.Skipped)
 	}
 	b.Logf("%s at %d rows/s (achieved %.0f, up to %v behind): due → visible p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; "+
-		"commit → visible p50 %.2f ms, p99 %.2f; %d not visible",
+		"commit → visible p50 %.2f ms, p99 %.2f; %d not visible; cluster WAL %.1f MB/s",
 		s.name, l.rate, l.load.Rate(), l.load.MaxBehind.Round(1e5), ms(l.fromDue.ValueAtQuantile(50)), ms(l.fromDue.ValueAtQuantile(90)),
-		ms(l.fromDue.ValueAtQuantile(99)), ms(l.fromDue.Max()), ms(l.commit.ValueAtQuantile(50)), ms(l.commit.ValueAtQuantile(99)), l.invisible)
+		ms(l.fromDue.ValueAtQuantile(99)), ms(l.fromDue.Max()), ms(l.commit.ValueAtQuantile(50)), ms(l.commit.ValueAtQuantile(99)), l.invisible, l.walRate/1e6)
 }
 
 // reportDrain records one drain of s.

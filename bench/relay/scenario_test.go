@@ -14,7 +14,7 @@ import (
 var rates = []int{100, 1000, 5000}
 
 func phaseDuration() time.Duration {
-	return time.Duration(result.Scaled(12_000, 1_000)) * time.Millisecond
+	return time.Duration(result.Scaled(10_000, 1_000)) * time.Millisecond
 }
 
 // tailLimit is how long a phase waits, after its last insert, for the rows still in flight.

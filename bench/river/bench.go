@@ -68,8 +68,9 @@ func (b *bench) latencies(ctx context.Context) error {
 func (b *bench) phase(ctx context.Context, client *river.Client[pgx.Tx], rate int) error {
 	jobs := make([]job, int(float64(rate)*b.cfg.Phase.Seconds()))
 	var inserted atomic.Int64
+	base := b.started.count()
 	stop := result.Progress(ctx, os.Stderr, "relay", 5*time.Second, func() string {
-		return fmt.Sprintf("River at %d jobs/s: %d inserted, %d worked", rate, inserted.Load(), b.started.count())
+		return fmt.Sprintf("River at %d jobs/s: %d inserted, %d worked", rate, inserted.Load(), b.started.count()-base)
 	})
 	defer stop()
 	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: b.cfg.Phase, Workers: b.cfg.Conns},

@@ -28,12 +28,12 @@ import (
 func main() {
 	cfg := config{
 		DatabaseURL: os.Getenv("RIVER_BENCH_DATABASE_URL"),
-		Phase:       time.Duration(result.Scaled(12_000, 1_000)) * time.Millisecond,
+		Phase:       time.Duration(result.Scaled(10_000, 1_000)) * time.Millisecond,
 		Tail:        time.Duration(result.Scaled(5_000, 1_000)) * time.Millisecond,
 		Backlog:     result.Scaled(100_000, 1_000),
 	}
 	rates := flag.String("rates", "100,1000,5000", "insert rates, jobs/s, comma separated")
-	flag.DurationVar(&cfg.Phase, "phase", cfg.Phase, "length of each rate's phase (default: 12 s × BENCH_SCALE, at least 1 s)")
+	flag.DurationVar(&cfg.Phase, "phase", cfg.Phase, "length of each rate's phase (default: 10 s × BENCH_SCALE, at least 1 s)")
 	flag.DurationVar(&cfg.Tail, "tail", cfg.Tail, "how long a phase waits for jobs still in flight after its last insert")
 	flag.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "jobs in the drained backlog (default: 100,000 × BENCH_SCALE)")
 	flag.IntVar(&cfg.Workers, "workers", 1000, "River MaxWorkers of the queue")
