@@ -26,6 +26,7 @@ type pollerEnv struct {
 func newPollerEnv(t *testing.T, cfg PollerConfig) *pollerEnv {
 	t.Helper()
 	s := newSystem(t, "polling relay")
+	require.NoError(t, InstallSeedIndex(context.Background(), s.pool))
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0))
 	require.NoError(t, err)
 	t.Cleanup(kcl.Close)

@@ -58,12 +58,15 @@ func (s *system) reportDrain(b *testing.B, res *result.Result, d drain) {
 	}
 	res.Add(result.Figure{Group: s.name, Name: "drain", Value: d.rate(), Unit: "rows/s", Better: "higher", Target: target})
 	res.Add(result.Figure{Group: s.name, Name: "drain seconds", Value: d.elapsed.Seconds(), Unit: "s", Better: "lower"})
+	res.Add(result.Figure{Group: s.name, Name: "drain start-up", Value: d.first.Seconds(), Unit: "s", Better: "lower"})
+	res.Add(result.Figure{Group: s.name, Name: "drain after start-up", Value: d.streamRate(), Unit: "rows/s", Better: "higher"})
 	addSeries(res, chartDrain, d.curve)
 	if d.visible < d.rows {
 		res.Note("%s drained %d of the %d-row backlog in %.1f s and was stopped there; its drain rate is over that window.",
 			s.name, d.visible, d.rows, d.elapsed.Seconds())
 	}
-	b.Logf("%s drained %d of %d rows in %.2f s: %.0f rows/s", s.name, d.visible, d.rows, d.elapsed.Seconds(), d.rate())
+	b.Logf("%s drained %d of %d rows in %.2f s: %.0f rows/s (first row after %.2f s; %.0f rows/s from then on)",
+		s.name, d.visible, d.rows, d.elapsed.Seconds(), d.rate(), d.first.Seconds(), d.streamRate())
 }
 
 // compare records how many times lower herald's p50 and p99 are than the polling relay's

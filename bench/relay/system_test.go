@@ -84,6 +84,7 @@ func heraldSystem(tb testing.TB) *system {
 func pollingSystem(tb testing.TB) *system {
 	tb.Helper()
 	s := newSystem(tb, "polling relay")
+	must(tb, InstallSeedIndex(context.Background(), s.pool))
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 2)
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
