@@ -187,6 +187,7 @@ func (s *system) drainPhase(b *testing.B, n int, limit time.Duration) drain {
 		d.curve.Y = append(d.curve.Y, float64(d.visible))
 		if d.visible >= n || now.After(deadline) {
 			d.elapsed = now.Sub(start)
+			stopProgress() // before the relay's shutdown, which is not part of the drain
 			return d
 		}
 		time.Sleep(50 * time.Millisecond)

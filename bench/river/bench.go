@@ -87,6 +87,7 @@ func (b *bench) phase(ctx context.Context, client *river.Client[pgx.Tx], rate in
 		return err
 	}
 	jobs = slices.DeleteFunc(jobs, func(j job) bool { return j.id == 0 }) // skipped by the generator
+	// Jobs not started within the tail are counted below.
 	_ = b.wait(ctx, jobs, b.cfg.Tail)
 	waited := time.Now()
 

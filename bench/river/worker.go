@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,6 @@ func newClient(pool *pgxpool.Pool, cfg config, s *starts) (*river.Client[pgx.Tx]
 		Workers:           workers,
 		FetchCooldown:     cfg.FetchCooldown,
 		FetchPollInterval: cfg.FetchPollInterval,
-		Logger:            slog.New(slog.DiscardHandler),
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 }
