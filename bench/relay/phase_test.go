@@ -73,9 +73,7 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 
 	out := latency{rate: rate, fromDue: result.NewLatency(), commit: result.NewLatency(), ack: result.NewLatency(), load: st}
 	deadline := time.Now().Add(tail)
-	for s.missing(rows) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.waitVisible(rows, deadline)
 	out.walRate = float64(s.walLSN(b)-wal0) / time.Since(t0).Seconds()
 	for _, r := range rows {
 		at, ok := s.watch.visible(r.id)
@@ -124,15 +122,20 @@ func (s *system) walLSN(b *testing.B) int64 {
 	return lsn
 }
 
-// missing counts the rows not yet visible.
-func (s *system) missing(rows []row) int {
-	n := 0
-	for _, r := range rows {
-		if _, ok := s.watch.visible(r.id); !ok {
-			n++
+// waitVisible waits until every row is visible or deadline passes, and reports whether all
+// are. It walks the rows once, in insert order, waiting at the first one not yet visible.
+func (s *system) waitVisible(rows []row, deadline time.Time) bool {
+	for i := 0; i < len(rows); {
+		if _, ok := s.watch.visible(rows[i].id); ok {
+			i++
+			continue
 		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return n
+	return true
 }
 
 // cancelPending ends the rows a relay left PENDING (CANCELLED), so that the next phase

@@ -88,5 +88,7 @@ func (s *system) warmUp(b *testing.B) {
 		must(b, err)
 		ids = append(ids, row{id: id})
 	}
-	waitFor(b, time.Minute, s.name+" warm-up rows visible", func() bool { return s.missing(ids) == 0 })
+	if !s.waitVisible(ids, time.Now().Add(time.Minute)) {
+		b.Fatalf("%s: warm-up rows not visible after a minute", s.name)
+	}
 }
