@@ -158,8 +158,13 @@ type drain struct {
 func (d drain) rate() float64 { return float64(d.visible) / d.elapsed.Seconds() }
 
 // streamRate is the rate once rows flowed: from the first row visible to the end, without
-// the relay's start-up.
-func (d drain) streamRate() float64 { return float64(d.visible) / (d.elapsed - d.first).Seconds() }
+// the relay's start-up (over at least one 50 ms sample, the resolution of first).
+func (d drain) streamRate() float64 {
+	return float64(d.visible) / max(d.elapsed-d.first, drainSample).Seconds()
+}
+
+// drainSample is how often a drain samples the rows visible.
+const drainSample = 50 * time.Millisecond
 
 // drainPhase writes a backlog of n due rows (10,000 per transaction, priorities in turn)
 // while no relay runs, starts the relay and measures until every row is visible, or until
@@ -193,6 +198,6 @@ func (s *system) drainPhase(b *testing.B, n int, limit time.Duration) drain {
 			stopProgress() // before the relay's shutdown, which is not part of the drain
 			return d
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(drainSample)
 	}
 }
