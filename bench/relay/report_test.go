@@ -50,7 +50,8 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		ms(l.fromDue.ValueAtQuantile(99)), ms(l.fromDue.Max()), ms(l.commit.ValueAtQuantile(50)), ms(l.commit.ValueAtQuantile(99)), l.invisible, l.walRate/1e6)
 }
 
-// reportDrain records one drain of s.
+// reportDrain records one drain of s, and the duplicate records s.watch saw in the whole run
+// (at least once: a relay may publish a row again after a restart).
 func (s *system) reportDrain(b *testing.B, res *result.Result, d drain) {
 	target := ""
 	if s.name == groupHerald {
@@ -61,6 +62,11 @@ func (s *system) reportDrain(b *testing.B, res *result.Result, d drain) {
 	res.Add(result.Figure{Group: s.name, Name: "drain start-up", Value: d.first.Seconds(), Unit: "s", Better: "lower"})
 	res.Add(result.Figure{Group: s.name, Name: "drain after start-up", Value: d.streamRate(), Unit: "rows/s", Better: "higher"})
 	addSeries(res, chartDrain, d.curve)
+	dups, bad := s.watch.anomalies()
+	res.Add(result.Figure{Group: s.name, Name: "duplicate records", Value: float64(dups), Unit: "count", Better: "lower"})
+	if bad > 0 {
+		res.Note("%s: %d records were not herald's delivery message, or fetches failed.", s.name, bad)
+	}
 	if d.visible < d.rows {
 		res.Note("%s drained %d of the %d-row backlog in %.1f s and was stopped there; its drain rate is over that window.",
 			s.name, d.visible, d.rows, d.elapsed.Seconds())
