@@ -106,6 +106,9 @@ lint:
 	go -C bench/suite mod tidy -diff
 	go vet $(PKG)
 	go -C bench/suite vet ./...
+	# bench/river is a module of its own (River stays out of herald's go.mod).
+	go -C bench/river mod tidy -diff
+	go -C bench/river vet ./...
 	staticcheck $(PKG)
 	govulncheck -db "$$GOVULNDB" $(PKG)
 

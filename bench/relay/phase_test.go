@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/google/uuid"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/relay/openloop"
+	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+)
+
+// row is one delivery the generator wrote.
+type row struct {
+	id          string
+	due, commit time.Time
+}
+
+// latency is one phase's outcome for one system and rate.
+type latency struct {
+	rate      int
+	fromDue   *hdrhistogram.Histogram // due → visible: the figure (no coordinated omission)
+	commit    *hdrhistogram.Histogram // COMMIT returned → visible
+	ack       *hdrhistogram.Histogram // COMMIT returned → Kafka acknowledged the record
+	load      openloop.Stats
+	invisible int // rows not visible when the phase gave up waiting
+	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
+	// other databases' included: a logical replication slot reads all of it.
+	walRate float64
+}
+
+// latencyPhase writes rate rows/s for d, open loop, one notification and one delivery per
+// transaction (herald's insert, as ingest runs it: the statement and its COMMIT in one round
+// trip), and measures each row from its due time to its record's arrival at s.watch. Rows
+// not visible within tail after the last insert are counted at the moment the wait ended:
+// a lower bound of their latency, and s.name's figures say how many.
+func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) latency {
+	ctx := context.Background()
+	rows := make([]row, int(float64(rate)*d.Seconds()))
+	var mu sync.Mutex
+	n, base := 0, s.watch.count()
+	stop := result.Progress(ctx, os.Stderr, "relay", 5*time.Second, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%s at %d rows/s: %d inserted, %d visible", s.name, rate, n, s.watch.count()-base)
+	})
+	defer stop()
+	wal0, t0 := s.walLSN(b), time.Now()
+	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: d, Workers: generatorConns},
+		func(ctx context.Context, i int, due time.Time) error {
+			id, err := s.insert(ctx, herald.Priorities[i%3])
+			if err != nil {
+				return err
+			}
+			commit := time.Now()
+			rows[i] = row{id: id, due: due, commit: commit}
+			mu.Lock()
+			n++
+			mu.Unlock()
+			return nil
+		})
+	must(b, err)
+	rows = slices.DeleteFunc(rows, func(r row) bool { return r.id == "" }) // skipped by the generator
+
+	out := latency{rate: rate, fromDue: result.NewLatency(), commit: result.NewLatency(), ack: result.NewLatency(), load: st}
+	deadline := time.Now().Add(tail)
+	s.waitVisible(rows, deadline)
+	out.walRate = float64(s.walLSN(b)-wal0) / time.Since(t0).Seconds()
+	for _, r := range rows {
+		at, ok := s.watch.visible(r.id)
+		if !ok {
+			at = deadline
+			out.invisible++
+		} else {
+			_ = out.commit.RecordValue(max(1, at.Sub(r.commit).Microseconds()))
+		}
+		if acked, ok := s.acks.get(r.id); ok {
+			_ = out.ack.RecordValue(max(1, acked.Sub(r.commit).Microseconds()))
+		}
+		_ = out.fromDue.RecordValue(max(1, at.Sub(r.due).Microseconds()))
+	}
+	return out
+}
+
+// insert writes one notification with one SMS delivery, due now, in its own transaction.
+func (s *system) insert(ctx context.Context, p herald.Priority) (string, error) {
+	nid, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	did, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	ok, err := delivery.Insert(ctx, s.pool, delivery.Notification{
+		ID: nid, ClientID: s.clientID, IdempotencyKey: nid.String(), RequestHash: []byte{0},
+		UserID: 1, Template: "bench", Category: "bench", Priority: p, Response: []byte(`{}`),
+		Deliveries: []delivery.New{{ID: did, Channel: herald.ChannelSMS}},
+	})
+	if err == nil && !ok {
+		err = fmt.Errorf("idempotency key %s taken", nid)
+	}
+	if err != nil {
+		return "", fmt.Errorf("insert delivery: %w", err)
+	}
+	return did.String(), nil
+}
+
+// walLSN is the cluster's current WAL position, in bytes.
+func (s *system) walLSN(b *testing.B) int64 {
+	var lsn int64
+	must(b, s.pool.QueryRow(context.Background(), `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn))
+	return lsn
+}
+
+// waitVisible waits until every row is visible or deadline passes, and reports whether all
+// are. It walks the rows once, in insert order, waiting at the first one not yet visible.
+func (s *system) waitVisible(rows []row, deadline time.Time) bool {
+	for i := 0; i < len(rows); {
+		if _, ok := s.watch.visible(rows[i].id); ok {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// cancelPending ends the rows a relay left PENDING (CANCELLED), so that the next phase
+// starts without a backlog. Run with the relay stopped.
+func (s *system) cancelPending(b *testing.B) int {
+	tag, err := s.pool.Exec(context.Background(), `UPDATE delivery SET status = 'CANCELLED' WHERE status = 'PENDING'`)
+	must(b, err)
+	return int(tag.RowsAffected())
+}
+
+// drain is the drain of a backlog by one system.
+type drain struct {
+	rows    int           // backlog size
+	visible int           // rows visible when the drain ended
+	elapsed time.Duration // relay start → all visible (or the cap)
+	first   time.Duration // relay start → the first row visible (sampled every 50 ms)
+	curve   result.Series // rows visible over seconds since the relay started
+}
+
+func (d drain) rate() float64 { return float64(d.visible) / d.elapsed.Seconds() }
+
+// streamRate is the rate once rows flowed: from the first row visible to the end, without
+// the relay's start-up (over at least one 50 ms sample, the resolution of first).
+func (d drain) streamRate() float64 {
+	return float64(d.visible) / max(d.elapsed-d.first, drainSample).Seconds()
+}
+
+// drainSample is how often a drain samples the rows visible.
+const drainSample = 50 * time.Millisecond
+
+// drainPhase writes a backlog of n due rows (10,000 per transaction, priorities in turn)
+// while no relay runs, starts the relay and measures until every row is visible, or until
+// limit passes (the polling relay would take minutes).
+func (s *system) drainPhase(b *testing.B, n int, limit time.Duration) drain {
+	for from, i := 0, 0; from < n; from, i = from+10000, i+1 {
+		deliverytest.Backlog(b, s.pool, min(10000, n-from), deliverytest.Spec{ClientID: s.clientID,
+			Template: "bench", Category: "bench", Priority: herald.Priorities[i%3]})
+	}
+	base := s.watch.count()
+	d := drain{rows: n, curve: result.Series{Name: s.name}}
+	ctx := context.Background()
+	stopProgress := result.Progress(ctx, os.Stderr, "relay", 5*time.Second, func() string {
+		return fmt.Sprintf("%s draining %d: %d visible", s.name, n, s.watch.count()-base)
+	})
+	defer stopProgress()
+	start := time.Now()
+	stop := s.start(b)
+	defer stop()
+	deadline := start.Add(limit)
+	for {
+		now := time.Now()
+		d.visible = s.watch.count() - base
+		if d.visible > 0 && d.first == 0 {
+			d.first = now.Sub(start)
+		}
+		d.curve.X = append(d.curve.X, now.Sub(start).Seconds())
+		d.curve.Y = append(d.curve.Y, float64(d.visible))
+		if d.visible >= n || now.After(deadline) {
+			d.elapsed = now.Sub(start)
+			stopProgress() // before the relay's shutdown, which is not part of the drain
+			return d
+		}
+		time.Sleep(drainSample)
+	}
+}

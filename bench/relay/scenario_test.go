@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/result"
+)
+
+// The relay scenario's load. Durations and the backlog scale with BENCH_SCALE; the rates do
+// not.
+var rates = []int{100, 1000, 5000}
+
+func phaseDuration() time.Duration {
+	return time.Duration(result.Scaled(10_000, 1_000)) * time.Millisecond
+}
+
+// tailLimit is how long a phase waits, after its last insert, for the rows still in flight.
+func tailLimit() time.Duration { return time.Duration(result.Scaled(5_000, 1_000)) * time.Millisecond }
+
+func backlogSize() int { return result.Scaled(100_000, 1_000) }
+
+// pollDrainLimit bounds the polling relay's drain: at a few hundred rows/s the whole backlog
+// would take minutes. herald's relay and River drain it whole (within drainLimit).
+func pollDrainLimit() time.Duration {
+	return time.Duration(result.Scaled(10_000, 2_000)) * time.Millisecond
+}
+
+const drainLimit = 3 * time.Minute
+
+const (
+	groupHerald  = "herald relay"
+	groupPolling = "polling relay"
+	groupRiver   = "River"
+)
+
+// BenchmarkScenarioRelay measures herald's CDC relay beside the seed's polling relay and
+// River on the same load, one after the other, each on its own scratch database and topics:
+// latency from a row's due time to its record at a Kafka consumer (River: to its worker) at
+// 100, 1,000 and 5,000 rows/s, open loop; and the drain rate of a backlog written before
+// the relay starts. It runs once whatever b.N.
+func BenchmarkScenarioRelay(b *testing.B) {
+	res := result.New("relay", "due → visible at a Kafka consumer: herald's CDC relay vs the seed's polling relay vs River")
+	phase, backlog := phaseDuration(), backlogSize()
+	res.Load = fmt.Sprintf("open loop at %d, %d and %d rows/s for %v each, one notification + one delivery per transaction "+
+		"(priorities in turn), %d writer connections; then a backlog of %d due rows written before the relay starts",
+		rates[0], rates[1], rates[2], phase, generatorConns, backlog)
+	river := buildRiver(b) // compiled before anything is measured
+
+	for _, mk := range []func(testing.TB) *system{heraldSystem, pollingSystem} {
+		s := mk(b)
+		stop := s.start(b)
+		s.warmUp(b)
+		for _, rate := range rates {
+			l := s.latencyPhase(b, rate, phase, tailLimit())
+			s.report(b, res, l)
+			if l.invisible > 0 {
+				stop()
+				cancelled := s.cancelPending(b)
+				res.Note("%s at %d rows/s: %d of %d rows were not visible %v after the last insert; they count with the latency they had then "+
+					"(a lower bound), and %d rows still PENDING were cancelled before the next phase.",
+					s.name, rate, l.invisible, l.fromDue.TotalCount(), tailLimit(), cancelled)
+				stop = s.start(b)
+			}
+		}
+		stop()
+		limit := drainLimit
+		if s.name == groupPolling {
+			limit = pollDrainLimit()
+		}
+		d := s.drainPhase(b, backlog, limit)
+		s.reportDrain(b, res, d)
+	}
+	runRiver(b, river, res)
+	compare(b, res)
+	charts(res)
+	must(b, res.Write())
+}
+
+// warmUp publishes a few rows before the measured phases: connections, topic metadata and
+// producer ids are in place when the first phase starts.
+func (s *system) warmUp(b *testing.B) {
+	var ids []row
+	for i := range 10 {
+		id, err := s.insert(b.Context(), herald.Priorities[i%3])
+		must(b, err)
+		ids = append(ids, row{id: id})
+	}
+	if !s.waitVisible(ids, time.Now().Add(time.Minute)) {
+		b.Fatalf("%s: warm-up rows not visible after a minute", s.name)
+	}
+}

@@ -1,0 +1,148 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/cdc"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/stacktest"
+)
+
+// generatorConns is the load generator's pool: enough inserts in flight to hold 5,000 rows/s
+// at a few milliseconds per insert.
+const generatorConns = 32
+
+// system is one relay under test on its own scratch database and topics.
+type system struct {
+	name     string // the figure group: "herald relay", "polling relay"
+	pool     *pgxpool.Pool
+	clientID string
+	topics   map[herald.Priority]string
+	brokers  []string
+	watch    *watcher
+	acks     *acks // when the relay's records were acknowledged
+	// start runs the relay until stop is called; it returns once the relay is ready to
+	// publish what is committed from then on.
+	start func(tb testing.TB) (stop func())
+}
+
+func newSystem(tb testing.TB, name string) *system {
+	tb.Helper()
+	url := stacktest.PostgresURL(tb)
+	names := stacktest.KafkaTopics(tb, map[string]int32{"high": 12, "normal": 6, "low": 2})
+	s := &system{
+		name:    name,
+		pool:    newPool(tb, url, generatorConns+4),
+		brokers: stacktest.KafkaBrokers(tb),
+		topics: map[herald.Priority]string{
+			herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"],
+		},
+	}
+	s.acks = newAcks()
+	s.clientID = deliverytest.Client(tb, s.pool)
+	s.watch = watch(tb, s.brokers, s.topics)
+	return s
+}
+
+func newPool(tb testing.TB, url string, conns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	must(tb, err)
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	must(tb, err)
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// heraldSystem runs herald's relay in this process, as herald serve does (cdc.New with its
+// own small pool and Kafka client, linger 0), on a replication slot of its own.
+func heraldSystem(tb testing.TB) *system {
+	tb.Helper()
+	s := newSystem(tb, "herald relay")
+	relayPool := newPool(tb, s.pool.Config().ConnString(), 4)
+	slot := stacktest.Name("bench")
+	s.start = func(tb testing.TB) func() {
+		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
+		must(tb, err)
+		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics}, relayPool, kcl, zap.NewNop())
+		must(tb, err)
+		return run(tb, r.Run, kcl, func() bool { return streaming(tb, s.pool, slot) })
+	}
+	return s
+}
+
+// pollingSystem runs the seed's polling relay (Poller) in this process.
+func pollingSystem(tb testing.TB) *system {
+	tb.Helper()
+	s := newSystem(tb, "polling relay")
+	must(tb, InstallSeedIndex(context.Background(), s.pool))
+	relayPool := newPool(tb, s.pool.Config().ConnString(), 2)
+	s.start = func(tb testing.TB) func() {
+		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
+		must(tb, err)
+		p, err := NewPoller(PollerConfig{Topics: s.topics}, relayPool, kcl, zap.NewNop())
+		must(tb, err)
+		return run(tb, p.Run, kcl, func() bool { return true })
+	}
+	return s
+}
+
+// run runs a relay until stop is called, after ready holds.
+func run(tb testing.TB, relay func(context.Context) error, kcl *kgo.Client, ready func() bool) (stop func()) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("relay stopped: %v", err)
+			}
+			kcl.Close()
+		})
+	}
+	tb.Cleanup(stop)
+	waitFor(tb, time.Minute, "relay ready", ready)
+	return stop
+}
+
+// streaming reports whether a relay streams from slot (or catches up on it). Rows committed
+// before the first relay streamed are not decoded by the stream (the sweeper publishes them
+// only after its grace period).
+func streaming(tb testing.TB, pool *pgxpool.Pool, slot string) bool {
+	var ok bool
+	err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
+		JOIN pg_replication_slots s ON s.active_pid = r.pid
+		WHERE s.slot_name = $1 AND r.state IN ('catchup', 'streaming'))`, slot).Scan(&ok)
+	must(tb, err)
+	return ok
+}
+
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %v: no %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func must(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
