@@ -55,11 +55,16 @@ type options struct {
 	concurrency map[herald.Priority]int
 	poolConns   int32 // the ingest and dispatch pool
 	expander    bool  // also run the campaign expander, as every ingest process does
+	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
+	tracer *sdktrace.TracerProvider
 }
 
 func startStack(b *testing.B, o options) *stack {
 	b.Helper()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	if o.tracer == nil {
+		o.tracer = sdktrace.NewTracerProvider()
+	}
+	otel.SetTracerProvider(o.tracer)
 	ctx, cancel := context.WithCancel(context.Background())
 	// Pools as herald serve sizes them: one for ingest and dispatch, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
