@@ -76,8 +76,8 @@ var stageNames = []string{
 type stages struct {
 	h        []*hdrhistogram.Histogram
 	total    *hdrhistogram.Histogram
-	traces   int // traces with a complete chain
-	partial  int // traces without one (not sent yet, or a span missing)
+	traces   int            // traces with a complete chain
+	partial  int            // traces without one (not sent yet, or a span missing)
 	negative map[string]int // per stage: boundaries out of order (two goroutines' clock reads), counted as 1 µs
 }
 
