@@ -191,9 +191,12 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	r.Chart(result.Chart{File: "high-over-time", Title: "HIGH due → provider call per second (by due time)", Kind: "line",
 		XLabel: "seconds since the campaign POST", YLabel: "latency (ms)",
 		Series: []result.Series{highPerSecond.series("HIGH p99", 99), highPerSecond.series("HIGH p50", 50)}})
-	expandedK := expandedPerSecond.series("campaign expanded (k users/s)", secs)
+	// The expanded count, cumulative, in thousands (the per-second increments summed).
+	expandedK := expandedPerSecond.series("campaign expanded (thousand users)", secs)
+	total := 0.0
 	for i := range expandedK.Y {
-		expandedK.Y[i] /= 1000
+		total += expandedK.Y[i]
+		expandedK.Y[i] = total / 1000
 	}
 	r.Chart(result.Chart{File: "campaign-over-time", Title: fmt.Sprintf("LOW sent/s (limit %d/s shared) and campaign expansion", limit),
 		Kind: "line", XLabel: "seconds since the campaign POST", YLabel: "per second",

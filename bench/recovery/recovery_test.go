@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -95,6 +96,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 
 	b.ResetTimer()
 	start := time.Now()
+	cpuStart := cpuTime()
 	loadDone := make(chan int)
 	stopLoad := make(chan struct{})
 	go func() {
@@ -150,6 +152,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	close(stopLoad)
 	<-loadDone
 	loadEnd := time.Now()
+	generatorCPU := 100 * (cpuTime() - cpuStart).Seconds() / loadEnd.Sub(start).Seconds()
 	progress()
 
 	// Drain: every accepted delivery final, or lost.
@@ -217,6 +220,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	r.Add(result.Figure{Name: "duplicate provider calls", Value: float64(dups), Unit: "count", Better: "lower"})
 	r.Add(result.Figure{Name: "accepted", Value: float64(accepted), Unit: "count"})
 	r.Add(result.Figure{Name: "refused", Value: float64(refused), Unit: "count", Better: "lower"})
+	r.Add(result.Figure{Name: "load generator CPU", Value: generatorCPU, Unit: "% of a core", Better: "lower"})
 	secs := int(drained.Sub(start)/time.Second) + 1
 	top := max(peak(sent.n), 1)
 	marker := func(name string, at time.Time) result.Series {
@@ -232,6 +236,8 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 		"the first provider call of a row on each that was posted after the kill: %v; Kafka moves them once the dead "+
 		"member's session times out (--kafka-session-timeout 6s).", relayBack.Sub(relayKill).Round(time.Millisecond),
 		len(victim), partitions)
+	r.Note("The bench process (the open-loop generator and a Kafka consumer watching the NORMAL topic) used %.1f %% of a "+
+		"core during the load; herald runs in its own processes.", generatorCPU)
 	r.Note("Duplicates: provider calls beyond the first per delivery (the simulator's records): a call the killed " +
 		"process made whose outcome it never wrote is retried after --relay-sending-lease 10s as AMBIGUOUS.")
 	if drainErr != nil || lost > 0 {
@@ -248,6 +254,15 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 		b.Log(n)
 	}
 	must(b, r.Write())
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 type seenRecord struct {
