@@ -207,10 +207,18 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	r.Note("HIGH latency counts from the time each POST was due (open loop, %d POSTs, %d refused), to the provider's call.",
 		posted, refused.Load())
 
-	stages := st.breakdown()
-	stages.report(r)
-	for i, name := range stageNames {
-		b.Logf("stage %-38s p50 %7.2f ms  p99 %7.2f ms", name, ms(stages.h[i], 50), ms(stages.h[i], 99))
+	stagesNote(r)
+	// The stages per phase, by accept time (a HIGH accepted late in the expansion may be
+	// sent in the drain).
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
+		stages := st.breakdown(ph.from, ph.to)
+		stages.report(r, ph.name)
+		for i, name := range stageNames {
+			b.Logf("%s: stage %-38s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
+		}
 	}
 	must(b, r.Write())
 }

@@ -81,9 +81,10 @@ type stages struct {
 	negative map[string]int // per stage: boundaries out of order (two goroutines' clock reads), counted as 1 µs
 }
 
-// breakdown reads the recorded spans: for every trace, the provider call's span, its deliver
-// span, the publish that deliver span continues, the accept of the trace.
-func (st *stageTracer) breakdown() stages {
+// breakdown reads the recorded spans of the HIGH notifications accepted in [from, to): for
+// every trace, the provider call's span, its deliver span, the publish that deliver span
+// continues, the accept of the trace.
+func (st *stageTracer) breakdown(from, to time.Time) stages {
 	out := stages{total: result.NewLatency(), negative: map[string]int{}}
 	for range stageNames {
 		out.h = append(out.h, result.NewLatency())
@@ -115,6 +116,9 @@ func (st *stageTracer) breakdown() stages {
 		}
 	}
 	for _, c := range traces {
+		if c.accept != nil && (c.accept.EndTime().Before(from) || !c.accept.EndTime().Before(to)) {
+			continue
+		}
 		if c.accept == nil || c.send == nil {
 			out.partial++
 			continue
@@ -145,29 +149,36 @@ func (st *stageTracer) breakdown() stages {
 	return out
 }
 
-// report adds the stages' figures (group "HIGH stages") and their CDF chart to r.
-func (s stages) report(r *result.Result) {
+// report adds the stages' figures (group "HIGH stages, <phase>") and their CDF chart to r.
+func (s stages) report(r *result.Result, phase string) {
+	group := "HIGH stages, " + phase
 	for i, name := range stageNames {
-		r.Latencies("HIGH stages", name, s.h[i], "")
+		r.Latencies(group, name, s.h[i], "")
 	}
-	r.Latencies("HIGH stages", "accept → outcome committed", s.total, "")
-	c := result.Chart{File: "high-stages", Title: "HIGH stage breakdown (CDF per stage)", Kind: "cdf",
+	r.Latencies(group, "accept → outcome committed", s.total, "")
+	c := result.Chart{File: "high-stages-" + phase, Title: "HIGH stage breakdown during the " + phase + " (CDF per stage)", Kind: "cdf",
 		XLabel: "stage duration (ms)", YLabel: "fraction of HIGH deliveries", LogX: true}
 	for i, name := range stageNames {
 		c.Series = append(c.Series, result.CDF(name, s.h[i]))
 	}
 	r.Chart(c)
-	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process (only the traces the bench "+
-		"starts; %d complete, %d without a provider call or a span). Span boundaries mark the stages: accept commit = "+
-		"ingest.accept end (its single INSERT has committed), WAL decoded = cdc publish start, Kafka ack = cdc publish end, "+
-		"consumed = dispatch.deliver start, claimed = dispatch.rate_limit start (right after the claim's commit), provider "+
-		"called = dispatch.send start, outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: "+
-		"those hold now() of each transaction, its start not its commit, and nothing of the relay or Kafka.", s.traces, s.partial)
+	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one.",
+		phase, s.traces, s.partial)
 	for _, name := range stageNames {
 		if n := s.negative[name]; n > 0 {
-			r.Note("%s: in %d of %d HIGH deliveries the later boundary came first (the two ends are read by different "+
+			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first (the two ends are read by different "+
 				"goroutines: e.g. a consumer polls the record before the producer's acknowledgement callback runs); counted as 1 µs.",
-				name, n, s.traces)
+				phase, name, n, s.traces)
 		}
 	}
+}
+
+// stagesNote says where the stage breakdown comes from.
+func stagesNote(r *result.Result) {
+	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process (only the traces the bench starts, " +
+		"one per HIGH POST). Span boundaries mark the stages: accept commit = ingest.accept end (its single INSERT has " +
+		"committed), WAL decoded = cdc publish start, Kafka ack = cdc publish end, consumed = dispatch.deliver start, " +
+		"claimed = dispatch.rate_limit start (right after the claim's commit), provider called = dispatch.send start, " +
+		"outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: those hold now() of each " +
+		"transaction, its start not its commit, and nothing of the relay or Kafka.")
 }
