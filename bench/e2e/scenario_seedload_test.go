@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -267,6 +268,10 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	}
 	r.Note("HIGH OTPs: p50 %.1f ms, p99 %.1f ms over the run (%d); during the burst p99 %.1f ms (%d); %d not sent by the end.",
 		ms(high, 50), ms(high, 99), high.TotalCount(), ms(highBurst, 99), highBurst.TotalCount(), highUnsent)
+	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
+		"answered within %s (\"timeout\", which includes waiting for one of the generator's %d connections), or fails "+
+		"otherwise (\"error\"). The generator runs in the process it measures, so its CPU is part of the machine's load.",
+		loadClient.Timeout, loadClient.Transport.(*http.Transport).MaxConnsPerHost)
 	b.ReportMetric(sustained, "steady-accepted/s")
 	b.ReportMetric(peakAccepted, "peak-accepted/s")
 	b.ReportMetric(ms(high, 99), "high-p99-ms")
