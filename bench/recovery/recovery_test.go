@@ -71,6 +71,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	must(b, err)
 	defer kcl.Close()
+	defer cancel() // before the client closes: the consumer below stops first
 	adm := kadm.NewClient(kcl)
 	group := name + "_normal"
 	waitMembers(b, adm, group, topics["normal"], 2)
@@ -123,7 +124,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	pause(phase)
 	relayKill := time.Now()
 	relay.kill()
-	relay = serve(b, bin, "relay-2", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
+	serve(b, bin, "relay-2", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
 	var relayBack time.Time
 	waitFor(b, 2*time.Minute, "a row committed after the relay's kill in Kafka", func() bool {
 		mu.Lock()
@@ -131,7 +132,6 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 		relayBack = firstSeenAfter(due, seen, relayKill)
 		return !relayBack.IsZero()
 	})
-	_ = relay
 
 	// Kill -9 one dispatch process; its partitions go to the survivor after the session timeout.
 	pause(phase)
