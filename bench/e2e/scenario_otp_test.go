@@ -115,12 +115,34 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	if expandedAt.Load() == nil {
 		b.Fatalf("campaign of %d users still expanding after %s", users, time.Since(start).Round(time.Second))
 	}
-	waitFor(b, 2*time.Minute, "every HIGH delivery sent", func() bool {
+	// Every HIGH sent, or 2 minutes; one still waiting then counts at the time it has waited
+	// (a lower bound) and as a figure, so that an overloaded run still reports.
+	highWait := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(highWait) {
 		mu.Lock()
-		defer mu.Unlock()
-		return len(called) >= len(due)
-	})
+		all := len(called) >= len(due)
+		mu.Unlock()
+		if all {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	b.StopTimer()
+	gaveUp := time.Now()
+	mu.Lock()
+	unsent := 0
+	for id := range due {
+		if _, ok := called[id]; !ok {
+			called[id] = gaveUp
+			unsent++
+		}
+	}
+	mu.Unlock()
+	r.Add(result.Figure{Name: "HIGH not sent 2 min after the last POST", Value: float64(unsent), Unit: "count", Better: "lower", Target: "= 0"})
+	if unsent > 0 {
+		r.Note("%d HIGH notifications were not sent 2 min after the last POST; they count in the latencies at the time "+
+			"waited until then, a lower bound.", unsent)
+	}
 	progress()
 	stop()
 	<-watched
