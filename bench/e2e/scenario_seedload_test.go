@@ -246,28 +246,26 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	r.Add(result.Figure{Name: "sent during the load", Value: float64(countBetween(calls, start, loadEnd)) / steady.Seconds(), Unit: "calls/s", Better: "higher"})
 
 	// What this machine holds, from the figures above.
-	offeredSteady := steadyRate * steady.Seconds()
-	r.Note("Steady load: %.0f POST/s accepted of %.0f/s offered (%.1f %%), accept p99 %.0f ms from the due time.",
-		sustained, steadyRate, 100*float64(steadyAccepted)/offeredSteady, ms(steadyLatency, 99))
-	r.Note("Burst: %d of %d POSTs offered at %.0f/s accepted (%.1f %%); the API peaked at %.0f accepted/s, so this machine "+
-		"holds a burst of about that rate, and beyond it requests queue (burst answer p99 %.0f ms) or are refused (%s).",
-		burstAccepted.Load(), burstOffered, burstRate, 100*float64(burstAccepted.Load())/float64(max(burstOffered, 1)),
-		peakAccepted, ms(burstLatency, 99), describeRefusals(kinds, refusedBy))
 	sentRate := float64(len(calls)) / finished.Sub(start).Seconds()
+	left := lastBacklog.Load()
 	if drained.IsZero() {
-		left := lastBacklog.Load()
-		r.Note("Not drained %s after the load: %d deliveries still waiting. Delivery is where it saturates: %.0f provider "+
-			"calls/s on average over the run (peak %.0f/s) against %d accepted plus the campaign's %d; at that rate the rest "+
-			"takes about %s more.", drainCap, left, sentRate, peak(sent.n), nAccepted.Load(), users,
-			(time.Duration(float64(left)/max(sentRate, 1)) * time.Second).Round(time.Second))
 		r.Add(result.Figure{Name: "backlog left after the drain window", Value: float64(left), Unit: "deliveries", Better: "lower"})
 	} else {
 		r.Add(result.Figure{Name: "time to drain", Value: drained.Sub(answered).Seconds(), Unit: "s", Better: "lower"})
-		r.Note("Drained %s after the last answer; the backlog peaked at %.0f deliveries; provider calls averaged %.0f/s "+
-			"(peak %.0f/s).", drained.Sub(answered).Round(time.Millisecond), maxBacklog, sentRate, peak(sent.n))
 	}
-	r.Note("HIGH OTPs: p50 %.1f ms, p99 %.1f ms over the run (%d); during the burst p99 %.1f ms (%d); %d not sent by the end.",
-		ms(high, 50), ms(high, 99), high.TotalCount(), ms(highBurst, 99), highBurst.TotalCount(), highUnsent)
+	loadTime := answered.Sub(start).Seconds()
+	v := seedVerdict{
+		steadyRate: steadyRate, steadyShare: float64(steadyAccepted) / (steadyRate * steady.Seconds()),
+		steadyP99: ms(steadyLatency, 99), burstRate: burstRate, burstOffered: burstOffered,
+		burstAccepted: int(burstAccepted.Load()), peakAccepted: peakAccepted, burstP99: ms(burstLatency, 99),
+		refusals: describeRefusals(kinds, refusedBy), acceptedPerS: float64(nAccepted.Load()) / loadTime,
+		sentPerS: float64(countBetween(calls, start, answered)) / loadTime, campaign: users, maxBacklog: maxBacklog,
+		drained: !drained.IsZero(), drainTime: drained.Sub(answered), drainCap: drainCap, left: left, sentRate: sentRate,
+		peakSent: peak(sent.n), highP50: ms(high, 50), highP99: ms(high, 99), highBurstP99: ms(highBurst, 99), highUnsent: highUnsent,
+	}
+	for _, n := range v.notes() {
+		r.Note("%s", n)
+	}
 	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
 		"answered within %s (\"timeout\", which includes waiting for one of the generator's %d connections), or fails "+
 		"otherwise (\"error\"). The generator runs in the process it measures, so its CPU is part of the machine's load.",
