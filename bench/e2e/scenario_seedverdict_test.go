@@ -43,7 +43,7 @@ func (v seedVerdict) notes() []string {
 			v.burstOffered, v.burstRate, 100*burstShare, v.burstP99))
 	} else {
 		out = append(out, fmt.Sprintf("The burst saturated the API: %d of %d POSTs offered at %.0f/s accepted (%.1f %%), "+
-			"answer p99 %.0f ms; the most accepted in one second was %.0f, about what this machine takes; refused: %s.",
+			"answer p99 %.0f ms; the most accepted in one second was %.0f, about what this machine takes; refused over the run: %s.",
 			v.burstAccepted, v.burstOffered, v.burstRate, 100*burstShare, v.burstP99, v.peakAccepted, v.refusals))
 	}
 	switch {
