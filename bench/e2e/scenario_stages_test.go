@@ -72,6 +72,14 @@ var stageNames = []string{
 	"consumed → claimed", "claimed → provider called", "provider called → outcome committed",
 }
 
+// outOfOrder says why a stage's two boundaries, read by different goroutines, can come in the
+// wrong order.
+var outOfOrder = map[string]string{
+	"accept → WAL decoded": "ingest.accept ends a moment after its commit, and the relay may decode the row " +
+		"before the accepting goroutine runs again",
+	"Kafka ack → consumed": "a consumer may poll the record before the producer's acknowledgement callback runs",
+}
+
 // stages is one histogram per stage, and of the whole chain.
 type stages struct {
 	h        []*hdrhistogram.Histogram
@@ -166,9 +174,8 @@ func (s stages) report(r *result.Result, phase string) {
 		phase, s.traces, s.partial)
 	for _, name := range stageNames {
 		if n := s.negative[name]; n > 0 {
-			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first (the two ends are read by different "+
-				"goroutines: e.g. a consumer polls the record before the producer's acknowledgement callback runs); counted as 1 µs.",
-				phase, name, n, s.traces)
+			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first, counted as 1 µs (%s).",
+				phase, name, n, s.traces, outOfOrder[name])
 		}
 	}
 }
