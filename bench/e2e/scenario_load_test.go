@@ -136,6 +136,14 @@ func (c *seconds) add(t time.Time, v float64) {
 	c.n[i] += v
 }
 
+// set records a sampled value (a gauge) in t's bucket; the last sample of a second wins.
+func (c *seconds) set(t time.Time, v float64) {
+	c.add(t, 0)
+	if i := int(t.Sub(c.t0) / time.Second); i >= 0 {
+		c.n[i] = v
+	}
+}
+
 // series is the buckets as a chart series over [0, upto) seconds.
 func (c *seconds) series(name string, upto int) result.Series {
 	s := result.Series{Name: name}

@@ -99,6 +99,10 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 
 	// The backlog, sampled every second: deliveries waiting for the relay or a worker.
 	backlog := &seconds{t0: start}
+	// The shared pool of ingest and dispatch (as herald serve has it), sampled with the
+	// backlog: the mean wait of an acquire that found no idle connection, per second.
+	poolWait := &seconds{t0: start}
+	lastStat := s.pool.Stat()
 	var lastBacklog atomic.Int64
 	sampled := make(chan struct{})
 	go func() {
@@ -115,7 +119,13 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 			}
 			lastBacklog.Store(n)
 			mu.Lock()
-			backlog.add(time.Now(), float64(n))
+			backlog.set(time.Now(), float64(n))
+			st := s.pool.Stat()
+			if waits := st.EmptyAcquireCount() - lastStat.EmptyAcquireCount(); waits > 0 {
+				wait := st.EmptyAcquireWaitTime() - lastStat.EmptyAcquireWaitTime()
+				poolWait.set(time.Now(), float64(wait.Microseconds())/1000/float64(waits))
+			}
+			lastStat = st
 			mu.Unlock()
 			select {
 			case <-ctx.Done():
@@ -217,9 +227,15 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		rates.Series = append(rates.Series, refusedPer[k].series("refused/s ("+k+")", secs))
 	}
 	backlogSeries := backlog.series("backlog (PENDING + QUEUED)", secs)
+	poolSeries := poolWait.series("mean wait for a pool connection (ms)", secs)
+	maxPoolWait := peak(poolWait.n)
 	peakAccepted := peak(accepted.n)
 	mu.Unlock()
 	r.Chart(rates)
+	r.Chart(result.Chart{File: "pool-wait-over-time", Title: fmt.Sprintf("the shared PostgreSQL pool (%d connections, ingest and dispatch): "+
+		"mean wait of an acquire that found none idle, per second", s.pool.Config().MaxConns),
+		Kind: "line", XLabel: "seconds since the load began", YLabel: "ms", Series: []result.Series{poolSeries}})
+	r.Add(result.Figure{Name: "max mean pool acquire wait in a second", Value: maxPoolWait, Unit: "ms", Better: "lower"})
 	r.Chart(result.Chart{File: "backlog-over-time", Title: "backlog: deliveries PENDING or QUEUED (sampled each second)",
 		Kind: "line", XLabel: "seconds since the load began", YLabel: "deliveries", Series: []result.Series{backlogSeries}})
 	r.Chart(result.Chart{File: "high-over-time", Title: "HIGH due → provider call per second (by due time)", Kind: "line",

@@ -26,6 +26,8 @@ type seedVerdict struct {
 	sentRate, peakSent                 float64
 	highP50, highP99, highBurstP99     float64
 	highBurst, highUnsent              int
+	poolConns                          int32
+	maxPoolWait                        float64 // ms, the worst second's mean
 }
 
 func (v seedVerdict) notes() []string {
@@ -61,6 +63,11 @@ func (v seedVerdict) notes() []string {
 			"at the run's mean of %.0f calls/s they take about %s more.", v.sentPerS, v.peakSent, v.acceptedPerS, v.campaign,
 			v.maxBacklog, v.left, v.drainCap, v.sentRate, time.Duration(float64(v.left)/max(v.sentRate, 1)*float64(time.Second)).Round(time.Second)))
 	}
+	if v.maxPoolWait >= 100 {
+		out = append(out, fmt.Sprintf("The PostgreSQL pool that ingest and dispatch share (%d connections) ran out: in the "+
+			"worst second an acquire waited %.0f ms on average, so provider calls waited behind API requests for a connection.",
+			v.poolConns, v.maxPoolWait))
+	}
 	verdict := "meets"
 	if v.highP99 > 20 {
 		verdict = "misses"
@@ -82,17 +89,20 @@ func TestSeedVerdictSaysWhereItSaturates(t *testing.T) {
 	require.Contains(t, got, "The API held the steady 600 POST/s")
 	require.Contains(t, got, "was absorbed")
 	require.Contains(t, got, "Delivery kept up")
+	require.NotContains(t, got, "pool")
 	require.Contains(t, got, "(meets p99 ≤ 20 ms); no HIGH POST due during the burst was accepted")
 
 	saturated := held
 	saturated.steadyShare, saturated.steadyP99 = 0.78, 9000
 	saturated.burstAccepted, saturated.burstP99, saturated.refusals = 117, 10000, "883 timeout"
 	saturated.sentPerS, saturated.drained, saturated.left, saturated.sentRate = 110, false, 20587, 109
+	saturated.poolConns, saturated.maxPoolWait = 48, 850
 	saturated.drainCap, saturated.highP99, saturated.highBurst, saturated.highBurstP99 = 15*time.Second, 16000, 4, 14639.1
 	got = strings.Join(saturated.notes(), "\n")
 	require.Contains(t, got, "did not hold the steady 600 POST/s: 78.0 % accepted")
 	require.Contains(t, got, "The burst saturated the API: 117 of 1000")
 	require.Contains(t, got, "Delivery saturated: 110 provider calls/s")
 	require.Contains(t, got, "about 3m9s more")
+	require.Contains(t, got, "(48 connections) ran out: in the worst second an acquire waited 850 ms")
 	require.Contains(t, got, "(misses p99 ≤ 20 ms); p99 14639.1 ms during the burst")
 }
