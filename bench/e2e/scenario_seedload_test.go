@@ -277,7 +277,9 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		refusals: describeRefusals(kinds, refusedBy), acceptedPerS: float64(nAccepted.Load()) / loadTime,
 		sentPerS: float64(countBetween(calls, start, answered)) / loadTime, campaign: users, maxBacklog: maxBacklog,
 		drained: !drained.IsZero(), drainTime: drained.Sub(answered), drainCap: drainCap, left: left, sentRate: sentRate,
-		peakSent: peak(sent.n), highP50: ms(high, 50), highP99: ms(high, 99), poolConns: s.pool.Config().MaxConns, maxPoolWait: maxPoolWait, highBurstP99: ms(highBurst, 99), highBurst: int(highBurst.TotalCount()), highUnsent: highUnsent,
+		peakSent: peak(sent.n), highP50: ms(high, 50), highP99: ms(high, 99), highBurstP99: ms(highBurst, 99),
+		highBurst: int(highBurst.TotalCount()), highUnsent: highUnsent,
+		poolConns: s.pool.Config().MaxConns, maxPoolWait: maxPoolWait,
 	}
 	for _, n := range v.notes() {
 		r.Note("%s", n)
