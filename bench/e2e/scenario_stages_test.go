@@ -87,6 +87,11 @@ type stages struct {
 	traces   int            // traces with a complete chain
 	partial  int            // traces without one (not sent yet, or a span missing)
 	negative map[string]int // per stage: boundaries out of order (two goroutines' clock reads), counted as 1 µs
+	// Chains whose sent record came from a publish other than the stream's (the sweeper's, for a
+	// row the stream missed or a record that was dropped), and traces with more than one publish.
+	notStream, republished int
+	slowest                string // the source of the slowest chain's publish
+	slowestTotal           time.Duration
 }
 
 // breakdown reads the recorded spans of the HIGH notifications accepted in [from, to): for
@@ -101,6 +106,7 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		accept, send sdktrace.ReadOnlySpan
 		byID         map[trace.SpanID]sdktrace.ReadOnlySpan
 		rateLimit    map[trace.SpanID]sdktrace.ReadOnlySpan // by parent (the deliver span)
+		publishes    int
 	}
 	traces := map[trace.TraceID]*chain{}
 	for _, sp := range st.rec.Ended() {
@@ -113,6 +119,8 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		switch sp.Name() {
 		case "ingest.accept":
 			c.accept = sp
+		case "cdc publish":
+			c.publishes++
 		case "dispatch.send":
 			if c.send == nil || sp.StartTime().Before(c.send.StartTime()) {
 				c.send = sp
@@ -153,6 +161,16 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		}
 		record(out.total, at[len(at)-1].Sub(at[0]))
 		out.traces++
+		src := attr(publish, "herald.source")
+		if src != "stream" {
+			out.notStream++
+		}
+		if c.publishes > 1 {
+			out.republished++
+		}
+		if total := at[len(at)-1].Sub(at[0]); total > out.slowestTotal {
+			out.slowestTotal, out.slowest = total, src
+		}
 	}
 	return out
 }
@@ -170,8 +188,12 @@ func (s stages) report(r *result.Result, phase string) {
 		c.Series = append(c.Series, result.CDF(name, s.h[i]))
 	}
 	r.Chart(c)
-	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one.",
-		phase, s.traces, s.partial)
+	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one; %d sent from "+
+		"a record the stream did not publish (the sweeper's), %d published more than once; the slowest chain (%s) came "+
+		"from the %s's publish.", phase, s.traces, s.partial, s.notStream, s.republished,
+		s.slowestTotal.Round(time.Millisecond), s.slowest)
+	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "sent from a record not published by the stream",
+		Value: float64(s.notStream), Unit: "count", Better: "lower"})
 	for _, name := range stageNames {
 		if n := s.negative[name]; n > 0 {
 			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first, counted as 1 µs (%s).",
@@ -188,4 +210,14 @@ func stagesNote(r *result.Result) {
 		"claimed = dispatch.rate_limit start (right after the claim's commit), provider called = dispatch.send start, " +
 		"outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: those hold now() of each " +
 		"transaction, its start not its commit, and nothing of the relay or Kafka.")
+}
+
+// attr is a span's string attribute, or "".
+func attr(sp sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range sp.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
 }
