@@ -188,10 +188,14 @@ func (s stages) report(r *result.Result, phase string) {
 		c.Series = append(c.Series, result.CDF(name, s.h[i]))
 	}
 	r.Chart(c)
-	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one; %d sent from "+
-		"a record the stream did not publish (the sweeper's), %d published more than once; the slowest chain (%s) came "+
-		"from the %s's publish.", phase, s.traces, s.partial, s.notStream, s.republished,
-		s.slowestTotal.Round(time.Millisecond), s.slowest)
+	slowest := ""
+	if s.traces > 0 {
+		slowest = fmt.Sprintf("; the slowest chain (%s) came from the %s's publish", s.slowestTotal.Round(time.Millisecond), s.slowest)
+	}
+	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one (not sent when "+
+		"the run ended, or a span missing); %d sent from a record the stream did not publish (the sweeper's), %d published "+
+		"more than once (a row the reaper returned after its QUEUED lease is published again)%s.",
+		phase, s.traces, s.partial, s.notStream, s.republished, slowest)
 	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "sent from a record not published by the stream",
 		Value: float64(s.notStream), Unit: "count", Better: "lower"})
 	for _, name := range stageNames {
