@@ -13,11 +13,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,11 +53,16 @@ type options struct {
 	poolConns    int32 // the ingest and dispatch pool
 	expander     bool  // also run the campaign expander, as every ingest process does
 	campaignRate int   // the expander's pace in deliveries/s; 0: herald's default, -1: unpaced
+	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
+	tracer *sdktrace.TracerProvider
 }
 
 func startStack(b *testing.B, o options) *stack {
 	b.Helper()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	if o.tracer == nil {
+		o.tracer = sdktrace.NewTracerProvider()
+	}
+	otel.SetTracerProvider(o.tracer)
 	ctx, cancel := context.WithCancel(context.Background())
 	// Pools as herald serve sizes them: one for ingest and dispatch, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
@@ -297,239 +299,6 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 		"p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; %d LOW sent meanwhile; at most %d calls in any 1 s window",
 		len(started), highRate, backlog, limit, ms(50), ms(90), ms(99), float64(hist.Max())/1000, lowSent,
 		maxInWindow(calls, time.Second))
-}
-
-// BenchmarkHighLatencyDuringCampaign measures, for HIGH notifications, the time from the API
-// call to the provider call while a LOW campaign by segment is expanded (lots of 1,000 users,
-// one transaction each, which the relay decodes in commit order with the HIGH rows) and then
-// while it drains at the provider's limit. BENCH_CAMPAIGN_USERS sets the audience (200,000).
-func BenchmarkHighLatencyDuringCampaign(b *testing.B) {
-	const (
-		limit    = 500
-		highRate = 20 // HIGH notifications per second
-		drain    = 30 * time.Second
-	)
-	users := 200_000
-	if v := os.Getenv("BENCH_CAMPAIGN_USERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		must(b, err)
-		users = n
-	}
-	pace := 0 // the expander's default pace
-	if v := os.Getenv("BENCH_CAMPAIGN_RATE"); v != "" {
-		n, err := strconv.Atoi(v)
-		must(b, err)
-		pace = n
-	}
-	s := startStack(b, options{limit: limit, poolConns: 32, expander: true, campaignRate: pace, concurrency: map[herald.Priority]int{
-		herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
-	ctx := context.Background()
-	_, err := s.pool.Exec(ctx, `INSERT INTO user_contact (user_id, phone, tags)
-		SELECT g, '+1555' || lpad(g::text, 7, '0'), '{bench}' FROM generate_series(1, $1::int) g`, users)
-	must(b, err)
-	_, err = s.pool.Exec(ctx, `VACUUM ANALYZE user_contact`)
-	must(b, err)
-
-	var mu sync.Mutex
-	called := map[string]time.Time{}
-	s.sender.OnCall = func(m *senders.Message) {
-		if m.Priority == herald.PriorityHigh {
-			mu.Lock()
-			called[m.DeliveryID] = time.Now()
-			mu.Unlock()
-		}
-	}
-
-	// Warm up: the first call to a provider account waits one rate-limit window (the limiter's
-	// guard, dispatch/rate_limit.go), which a running herald has long paid.
-	for i := range 5 {
-		s.post(b, fmt.Sprintf("warm-%d", i), herald.PriorityHigh)
-	}
-	waitFor(b, time.Minute, "the warm-up HIGH sent", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(called) >= 5
-	})
-	mu.Lock()
-	clear(called)
-	mu.Unlock()
-
-	b.ResetTimer()
-	var created struct{ ID string }
-	start := time.Now()
-	s.call(b, http.MethodPost, "/api/campaigns", "bench-campaign", `{"name":"bench","template":"bench",`+
-		`"channels":["SMS"],"priority":"LOW","payload":{"code":"123456"},"audience":{"segment":{"tags":["bench"]}}}`,
-		http.StatusAccepted, &created)
-	// The end of the expansion, watched on the campaign row (what GET answers, without GET's
-	// count of every delivery, which would load the database being measured).
-	var expandedAt atomic.Pointer[time.Time]
-	var unpublished atomic.Int64
-	watch, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		for watch.Err() == nil {
-			var status string
-			if err := s.pool.QueryRow(watch, `SELECT status FROM campaign WHERE id = $1`, created.ID).Scan(&status); err != nil {
-				if watch.Err() == nil {
-					b.Errorf("campaign status: %v", err)
-				}
-				return
-			}
-			if status != "EXPANDING" {
-				now := time.Now()
-				// The relay's backlog then: rows still in the version the expander wrote.
-				var n int64
-				if err := s.pool.QueryRow(watch, `SELECT count(*) FROM delivery
-					WHERE status = 'PENDING' AND attempts = 0 AND next_attempt_at = created_at`).Scan(&n); err != nil {
-					b.Errorf("unpublished deliveries: %v", err)
-				}
-				unpublished.Store(n)
-				expandedAt.Store(&now)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-
-	// Open loop: a request starts when its tick is due, whatever the answers before it
-	// took, and its latency counts from the tick.
-	due, answered := map[string]time.Time{}, map[string]time.Time{}
-	var posts sync.WaitGroup
-	tick := time.NewTicker(time.Second / highRate)
-	defer tick.Stop()
-	deadline := start.Add(15 * time.Minute)
-	for i := 0; ; i++ {
-		at := <-tick.C
-		if e := expandedAt.Load(); e != nil && !at.Before(e.Add(drain)) {
-			break
-		}
-		if at.After(deadline) {
-			b.Errorf("campaign of %d users still expanding after 15 min", users)
-			break
-		}
-		posts.Add(1)
-		go func() {
-			defer posts.Done()
-			id, err := s.tryPost(fmt.Sprintf("high-%d", i), herald.PriorityHigh)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			mu.Lock()
-			due[id], answered[id] = at, time.Now()
-			mu.Unlock()
-		}()
-	}
-	posts.Wait()
-	if b.Failed() {
-		return
-	}
-	waitFor(b, 5*time.Minute, "every HIGH delivery sent", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(called) >= len(due)
-	})
-	b.StopTimer()
-	end := *expandedAt.Load()
-
-	var got struct {
-		Status     string
-		Audience   int64
-		Expanded   int64
-		Deliveries map[string]int64
-	}
-	s.call(b, http.MethodGet, "/api/campaigns/"+created.ID, "", "", http.StatusOK, &got)
-	if got.Status != "ACTIVE" && got.Status != "DONE" || got.Expanded != got.Audience || got.Audience != int64(users) {
-		b.Fatalf("campaign: status %s, audience %d, expanded %d; want ACTIVE, %d", got.Status, got.Audience, got.Expanded, users)
-	}
-	var deliveries int64
-	for _, n := range got.Deliveries {
-		deliveries += n
-	}
-	rate := float64(deliveries) / end.Sub(start).Seconds()
-	b.ReportMetric(rate, "expansion-deliveries/s")
-	b.ReportMetric(float64(unpublished.Load()), "unpublished-at-expanded")
-	b.Logf("campaign of %d users (LOW, SMS, limit %d/s): %d deliveries expanded in %s, %.0f deliveries/s; "+
-		"%d not yet published by the relay when the expansion ended (relay %.0f rows/s meanwhile)",
-		users, limit, deliveries, end.Sub(start).Round(time.Millisecond), rate, unpublished.Load(),
-		float64(deliveries-unpublished.Load())/end.Sub(start).Seconds())
-
-	// Where a HIGH delivery's time went: the claim (SENDING, from the row's timeline) splits
-	// accept → provider into relay + Kafka + lane (commit → claimed) and claim → provider call.
-	claimed := map[string]time.Time{}
-	rows, err := s.pool.Query(ctx, `SELECT id::text, transition_at[array_position(transition_status, 'SENDING')]
-		FROM delivery WHERE priority = 'HIGH'`)
-	must(b, err)
-	for rows.Next() {
-		var id string
-		var at *time.Time
-		must(b, rows.Scan(&id, &at))
-		if at != nil {
-			claimed[id] = *at
-		}
-	}
-	must(b, rows.Err())
-
-	calls := s.sender.Calls()
-	for _, ph := range []struct {
-		name     string
-		from, to time.Time
-	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
-		toClaim, toCall := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3), hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-		mu.Lock()
-		for id, at := range due {
-			if c, ok := claimed[id]; ok && !at.Before(ph.from) && at.Before(ph.to) {
-				_ = toClaim.RecordValue(c.Sub(answered[id]).Microseconds())
-				_ = toCall.RecordValue(called[id].Sub(c).Microseconds())
-			}
-		}
-		var worst []string
-		for id, at := range due {
-			if d := called[id].Sub(at); !at.Before(ph.from) && at.Before(ph.to) && d > 200*time.Millisecond {
-				worst = append(worst, fmt.Sprintf("%s at +%s", d.Round(time.Millisecond), at.Sub(start).Round(time.Millisecond)))
-			}
-		}
-		mu.Unlock()
-		sort.Strings(worst)
-		b.Logf("%s: HIGH over 200 ms: %v", ph.name, worst)
-		b.Logf("%s: HIGH API answer → claimed p50 %.2f ms, p99 %.2f ms; claimed → provider call p50 %.2f ms, p99 %.2f ms",
-			ph.name, float64(toClaim.ValueAtQuantile(50))/1000, float64(toClaim.ValueAtQuantile(99))/1000,
-			float64(toCall.ValueAtQuantile(50))/1000, float64(toCall.ValueAtQuantile(99))/1000)
-		// hist: due → provider call; api: due → the API's answer (the open loop's queueing included).
-		hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-		api := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-		mu.Lock()
-		for id, at := range due {
-			if !at.Before(ph.from) && at.Before(ph.to) {
-				_ = hist.RecordValue(called[id].Sub(at).Microseconds())
-				_ = api.RecordValue(answered[id].Sub(at).Microseconds())
-			}
-		}
-		mu.Unlock()
-		var inPhase []dispatch.Call
-		lowSent := 0
-		for _, c := range calls {
-			if !c.At.Before(ph.from) && c.At.Before(ph.to) {
-				inPhase = append(inPhase, c)
-				if c.Message.Priority == herald.PriorityLow {
-					lowSent++
-				}
-			}
-		}
-		ms := func(q float64) float64 { return float64(hist.ValueAtQuantile(q)) / 1000 }
-		b.ReportMetric(ms(50), ph.name+"-p50-ms")
-		b.ReportMetric(ms(90), ph.name+"-p90-ms")
-		b.ReportMetric(ms(99), ph.name+"-p99-ms")
-		b.ReportMetric(float64(hist.Max())/1000, ph.name+"-max-ms")
-		b.ReportMetric(float64(lowSent), ph.name+"-low-sent")
-		b.ReportMetric(float64(maxInWindow(inPhase, time.Second)), ph.name+"-max-calls/1s-window")
-		b.Logf("%s (%s): HIGH API call → provider call over %d notifications at %d/s: p50 %.2f ms, p90 %.2f ms, "+
-			"p99 %.2f ms, max %.2f ms (of which due → API answer p50 %.2f ms, p99 %.2f ms); %d LOW sent meanwhile; "+
-			"at most %d calls in any 1 s window",
-			ph.name, ph.to.Sub(ph.from).Round(time.Millisecond), hist.TotalCount(), highRate, ms(50), ms(90), ms(99),
-			float64(hist.Max())/1000, float64(api.ValueAtQuantile(50))/1000, float64(api.ValueAtQuantile(99))/1000,
-			lowSent, maxInWindow(inPhase, time.Second))
-	}
 }
 
 // BenchmarkThroughputLimitsLifted measures how many deliveries per second herald completes

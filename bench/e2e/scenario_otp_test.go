@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/senders"
+)
+
+// BenchmarkScenarioOTPUnderCampaign is the suite's otp-under-campaign scenario: HIGH OTPs,
+// open loop, from the time each POST was due to its provider call, while a LOW campaign by
+// segment (POST /api/campaigns, expanded by the in-process expander) first expands and then
+// drains at the SMS provider's limit; and the HIGH deliveries' stage breakdown from their spans.
+//
+//	go test -run '^$' -bench ScenarioOTPUnderCampaign -benchtime 1x -timeout 30m ./bench/e2e
+func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
+	const (
+		limit    = 500
+		highRate = 20.0 // HIGH notifications per second
+	)
+	users := result.Scaled(1_000_000, 2000)
+	drain := scaledDuration(60*time.Second, 3*time.Second)
+	r := result.New("otp-under-campaign", "HIGH OTP API accept → provider call while a LOW campaign expands and drains")
+	r.Load = fmt.Sprintf("a LOW SMS campaign by segment of %d users through POST /api/campaigns (expanded in process), "+
+		"SMS provider limit %d/s; HIGH SMS OTPs open loop at %.0f/s through the expansion and the first %s of the drain",
+		users, limit, highRate, drain)
+	// The expander runs at herald's default pace unless BENCH_CAMPAIGN_RATE says otherwise
+	// (deliveries/s; -1 unpaced), to compare paces side by side.
+	pace := 0
+	if v := os.Getenv("BENCH_CAMPAIGN_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		must(b, err)
+		pace = n
+	}
+	r.Load += fmt.Sprintf("; expander pace %s", map[bool]string{true: "herald's default (--campaign-rate)", false: strconv.Itoa(pace) + " deliveries/s"}[pace == 0])
+	st := newStageTracer()
+	// LOW gets more workers than its default 2: each delivery makes two commits, and at the
+	// default the lane drains below its share of the provider limit.
+	s := startStack(b, options{limit: limit, poolConns: 32, expander: true, campaignRate: pace, tracer: st.tp, concurrency: map[herald.Priority]int{
+		herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	s.addUsers(b, users)
+	loadBefore := loadAverage()
+
+	var mu sync.Mutex
+	called := map[string]time.Time{} // HIGH delivery id → its first provider call
+	due := map[string]time.Time{}    // HIGH delivery id → when its POST was due
+	var lowSent, highSent, refused atomic.Int64
+	s.sender.OnCall = func(m *senders.Message) {
+		if m.Priority != herald.PriorityHigh {
+			lowSent.Add(1)
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		if _, ok := called[m.DeliveryID]; !ok {
+			called[m.DeliveryID] = now
+			highSent.Add(1)
+		}
+		mu.Unlock()
+	}
+
+	// Warm up: the first call to a provider account waits one rate-limit window (the
+	// limiter's guard, dispatch/rate_limit.go), which a running herald has long paid.
+	for i := range 5 {
+		if _, why := s.postNotification(ctx, fmt.Sprintf("warm-%d", i), herald.PriorityHigh, nil); why != "" {
+			b.Fatalf("warm-up POST: %s", why)
+		}
+	}
+	waitFor(b, time.Minute, "the warm-up HIGH sent", func() bool { return highSent.Load() >= 5 })
+	mu.Lock()
+	clear(called)
+	highSent.Store(0)
+	mu.Unlock()
+
+	b.ResetTimer()
+	start := time.Now()
+	campaign, err := s.startCampaign("otp-under-campaign", herald.PriorityLow)
+	must(b, err)
+	// The campaign row, every 50 ms: expanded users over time, and the end of the expansion.
+	var expandedAt atomic.Pointer[time.Time]
+	var expanded atomic.Int64
+	expandedPerSecond := &seconds{t0: start}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		last := int64(0)
+		for ctx.Err() == nil {
+			status, n, err := s.campaignState(ctx, campaign)
+			if err != nil {
+				if ctx.Err() == nil {
+					b.Errorf("campaign state: %v", err)
+				}
+				return
+			}
+			expandedPerSecond.add(time.Now(), float64(n-last))
+			last = n
+			expanded.Store(n)
+			if status != "EXPANDING" && expandedAt.Load() == nil {
+				now := time.Now()
+				expandedAt.Store(&now)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
+		return fmt.Sprintf("expanded %d of %d users; HIGH sent %d; LOW sent %d", expanded.Load(), users, highSent.Load(), lowSent.Load())
+	})
+
+	deadline := start.Add(15 * time.Minute)
+	stopAt := func(at time.Time) bool {
+		if e := expandedAt.Load(); e != nil && !at.Before(e.Add(drain)) {
+			return true
+		}
+		return at.After(deadline)
+	}
+	posted := openLoop(ctx, start, highRate, stopAt, func(i int, at time.Time) {
+		id, why := s.postNotification(ctx, fmt.Sprintf("high-%d", i), herald.PriorityHigh,
+			map[string]string{"traceparent": st.traceparent()})
+		if why != "" {
+			refused.Add(1) // a figure; its latency is unknown, so it is left out of the histograms
+			return
+		}
+		mu.Lock()
+		due[id] = at
+		mu.Unlock()
+	})
+	if expandedAt.Load() == nil {
+		b.Fatalf("campaign of %d users still expanding after %s", users, time.Since(start).Round(time.Second))
+	}
+	// Every HIGH sent, or 2 minutes; one still waiting then counts at the time it has waited
+	// (a lower bound) and as a figure, so that an overloaded run still reports.
+	highWait := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(highWait) {
+		mu.Lock()
+		all := len(called) >= len(due)
+		mu.Unlock()
+		if all {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.StopTimer()
+	gaveUp := time.Now()
+	mu.Lock()
+	unsent := 0
+	for id := range due {
+		if _, ok := called[id]; !ok {
+			called[id] = gaveUp
+			unsent++
+		}
+	}
+	mu.Unlock()
+	r.Add(result.Figure{Name: "HIGH not sent 2 min after the last POST", Value: float64(unsent), Unit: "count", Better: "lower", Target: "= 0"})
+	if unsent > 0 {
+		r.Note("%d HIGH notifications were not sent 2 min after the last POST; they count in the latencies at the time "+
+			"waited until then, a lower bound.", unsent)
+	}
+	progress()
+	stop()
+	<-watched
+	end := *expandedAt.Load()
+	r.Note("Load average before %s, after %s (2 cores, shared with PostgreSQL, Kafka, Redis and the load generator).",
+		loadBefore, loadAverage())
+
+	status, n, err := s.campaignState(context.Background(), campaign)
+	must(b, err)
+	if status == "EXPANDING" || n != int64(users) {
+		b.Errorf("campaign: status %s, expanded %d; want ACTIVE or DONE with %d", status, n, users)
+	}
+	expansion := end.Sub(start)
+	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: float64(users) / expansion.Seconds(), Unit: "deliveries/s", Better: "higher"})
+	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion time", Value: expansion.Seconds(), Unit: "s", Better: "lower"})
+
+	calls := s.sender.Calls()
+	highPerSecond := &quantilePerSecond{t0: start}
+	lowPerSecond := &seconds{t0: start}
+	for _, c := range calls {
+		if c.Message.Priority == herald.PriorityLow {
+			lowPerSecond.add(c.At, 1)
+		}
+	}
+	cdf := result.Chart{File: "high-latency-cdf", Title: "HIGH due → provider call, per phase", Kind: "cdf",
+		XLabel: "latency (ms)", YLabel: "fraction of HIGH notifications", LogX: true}
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
+		h := result.NewLatency()
+		mu.Lock()
+		for id, at := range due {
+			if !at.Before(ph.from) && at.Before(ph.to) {
+				record(h, called[id].Sub(at))
+				highPerSecond.record(at, called[id].Sub(at))
+			}
+		}
+		mu.Unlock()
+		var inPhase []dispatch.Call
+		low := 0
+		for _, c := range calls {
+			if !c.At.Before(ph.from) && c.At.Before(ph.to) {
+				inPhase = append(inPhase, c)
+				if c.Message.Priority == herald.PriorityLow {
+					low++
+				}
+			}
+		}
+		r.Latencies(ph.name, "HIGH due → provider call", h, "≤ 20")
+		r.Add(result.Figure{Group: ph.name, Name: "LOW sent", Value: float64(low) / ph.to.Sub(ph.from).Seconds(), Unit: "deliveries/s", Better: "higher"})
+		r.Add(result.Figure{Group: ph.name, Name: "max provider calls in a 1 s window", Value: float64(maxInWindow(inPhase, time.Second)),
+			Unit: "calls", Target: fmt.Sprintf("≤ %d", limit)})
+		cdf.Series = append(cdf.Series, result.CDF(ph.name, h))
+		b.ReportMetric(ms(h, 50), ph.name+"-p50-ms")
+		b.ReportMetric(ms(h, 99), ph.name+"-p99-ms")
+		b.Logf("%s (%s): HIGH due → provider call over %d notifications at %.0f/s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, "+
+			"max %.2f ms; LOW sent %d; at most %d calls in any 1 s window",
+			ph.name, ph.to.Sub(ph.from).Round(time.Millisecond), h.TotalCount(), highRate, ms(h, 50), ms(h, 90), ms(h, 99),
+			float64(h.Max())/1000, low, maxInWindow(inPhase, time.Second))
+		if p50, p99 := ms(h, 50), ms(h, 99); p50 > 5 || p99 > 20 {
+			r.Note("During the %s, HIGH p50 %.1f ms / p99 %.1f ms miss the targets (p50 ≤ 5, p99 ≤ 20 ms).", ph.name, p50, p99)
+		}
+	}
+	r.Chart(cdf)
+	secs := int(end.Add(drain).Sub(start)/time.Second) + 1
+	r.Chart(result.Chart{File: "high-over-time", Title: "HIGH due → provider call per second (by due time)", Kind: "line",
+		XLabel: "seconds since the campaign POST", YLabel: "latency (ms)",
+		Series: []result.Series{highPerSecond.series("HIGH p99", 99), highPerSecond.series("HIGH p50", 50)}})
+	// The expanded count, cumulative, in thousands (the per-second increments summed).
+	expandedK := expandedPerSecond.series("campaign expanded (thousand users)", secs)
+	total := 0.0
+	for i := range expandedK.Y {
+		total += expandedK.Y[i]
+		expandedK.Y[i] = total / 1000
+	}
+	r.Chart(result.Chart{File: "campaign-over-time", Title: fmt.Sprintf("LOW sent/s (limit %d/s shared) and campaign expansion", limit),
+		Kind: "line", XLabel: "seconds since the campaign POST", YLabel: "per second",
+		Series: []result.Series{lowPerSecond.series("LOW sent/s", secs), expandedK}})
+	r.Note("The expansion phase ends when the campaign row leaves EXPANDING (%s after the POST); the drain is measured for a "+
+		"fixed %s after that, not to completion (%d LOW deliveries at ≤ %d/s would take %s).",
+		expansion.Round(time.Millisecond), drain, users, limit, (time.Duration(users/limit) * time.Second))
+	r.Add(result.Figure{Name: "HIGH POSTs refused", Value: float64(refused.Load()), Unit: "count", Better: "lower", Target: "= 0"})
+	r.Note("HIGH latency counts from the time each POST was due (open loop, %d POSTs, %d refused), to the provider's call.",
+		posted, refused.Load())
+
+	stagesNote(r)
+	// The stages per phase, by accept time (a HIGH accepted late in the expansion may be
+	// sent in the drain).
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
+		stages := st.breakdown(ph.from, ph.to)
+		stages.report(r, ph.name)
+		for i, name := range stageNames {
+			b.Logf("%s: stage %-38s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
+		}
+	}
+	must(b, r.Write())
+}

@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/senders"
+)
+
+// BenchmarkScenarioSeedLoad is the suite's seed-load scenario: the seed article's traffic
+// scaled to this machine. Single POSTs arrive open loop at a steady 600/s, one in twenty a
+// HIGH OTP; halfway a LOW campaign by segment starts through the campaign API; at three
+// quarters single POSTs burst to 20,000/s. Per second: offered, accepted, refused, sent,
+// backlog and HIGH p99; then the time the backlog takes to drain.
+//
+//	go test -run '^$' -bench ScenarioSeedLoad -benchtime 1x -timeout 30m ./bench/e2e
+func BenchmarkScenarioSeedLoad(b *testing.B) {
+	const (
+		steadyRate = 600.0
+		burstRate  = 20_000.0
+		highEvery  = 20 // every 20th steady POST is a HIGH OTP: 5 %
+	)
+	steady := scaledDuration(60*time.Second, 4*time.Second)
+	burst := scaledDuration(5*time.Second, 100*time.Millisecond)
+	users := result.Scaled(200_000, 2000)
+	drainCap := scaledDuration(90*time.Second, 15*time.Second)
+	r := result.New("seed-load", "the seed's traffic profile scaled to this machine: steady POSTs, a campaign, a burst")
+	r.Load = fmt.Sprintf("single SMS POSTs open loop at %.0f/s for %s (5 %% HIGH OTPs, the rest NORMAL); a LOW campaign by "+
+		"segment of %d users through POST /api/campaigns at %s; single NORMAL POSTs bursting to %.0f/s open loop for %s at %s; "+
+		"no provider rate limit, a provider that answers at once",
+		steadyRate, steady, users, steady/2, burstRate, burst, steady*3/4)
+	s := startStack(b, options{poolConns: 48, expander: true, concurrency: map[herald.Priority]int{
+		herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
+	s.addUsers(b, users)
+	loadBefore := loadAverage()
+
+	var mu sync.Mutex
+	highDue := map[string]time.Time{}
+	highCalled := map[string]time.Time{}
+	s.sender.OnCall = func(m *senders.Message) {
+		if m.Priority == herald.PriorityHigh {
+			now := time.Now()
+			mu.Lock()
+			if _, ok := highCalled[m.DeliveryID]; !ok {
+				highCalled[m.DeliveryID] = now
+			}
+			mu.Unlock()
+		}
+	}
+
+	b.ResetTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now().Add(100 * time.Millisecond)
+	campaignAt, burstAt := start.Add(steady/2), start.Add(steady*3/4)
+	loadEnd := start.Add(steady)
+	offered, accepted := &seconds{t0: start}, &seconds{t0: start}
+	refusedPer := map[string]*seconds{}
+	refusedBy := map[string]int{}
+	steadyLatency, burstLatency := result.NewLatency(), result.NewLatency()
+	var nAccepted, nRefused, burstAccepted atomic.Int64
+	// post is one POST of the open loop: its answer counted in the second it came.
+	post := func(idem string, prio herald.Priority, due time.Time, h *hdrhistogram.Histogram) bool {
+		id, why := s.postNotification(ctx, idem, prio, nil)
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		offered.add(due, 1)
+		if why != "" {
+			nRefused.Add(1)
+			refusedBy[why]++
+			if refusedPer[why] == nil {
+				refusedPer[why] = &seconds{t0: start}
+			}
+			refusedPer[why].add(now, 1)
+			return false
+		}
+		nAccepted.Add(1)
+		accepted.add(now, 1)
+		record(h, now.Sub(due))
+		if prio == herald.PriorityHigh {
+			highDue[id] = due
+		}
+		return true
+	}
+
+	// The backlog, sampled every second: deliveries waiting for the relay or a worker.
+	backlog := &seconds{t0: start}
+	// The shared pool of ingest and dispatch (as herald serve has it), sampled with the
+	// backlog: the mean wait of an acquire that found no idle connection, per second.
+	poolWait := &seconds{t0: start}
+	lastStat := s.pool.Stat()
+	var lastBacklog atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			var n int64
+			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status IN ('PENDING', 'QUEUED')`).Scan(&n); err != nil {
+				if ctx.Err() == nil {
+					b.Errorf("backlog: %v", err)
+				}
+				return
+			}
+			lastBacklog.Store(n)
+			mu.Lock()
+			backlog.set(time.Now(), float64(n))
+			st := s.pool.Stat()
+			if waits := st.EmptyAcquireCount() - lastStat.EmptyAcquireCount(); waits > 0 {
+				wait := st.EmptyAcquireWaitTime() - lastStat.EmptyAcquireWaitTime()
+				poolWait.set(time.Now(), float64(wait.Microseconds())/1000/float64(waits))
+			}
+			lastStat = st
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
+		return fmt.Sprintf("accepted %d, refused %d, sent %d, backlog %d", nAccepted.Load(), nRefused.Load(),
+			len(s.sender.Calls()), lastBacklog.Load())
+	})
+
+	var loads sync.WaitGroup
+	var campaign string
+	var campaignErr error
+	loads.Add(3)
+	go func() {
+		defer loads.Done()
+		openLoop(ctx, start, steadyRate, until(loadEnd), func(i int, due time.Time) {
+			prio := herald.PriorityNormal
+			if i%highEvery == 0 {
+				prio = herald.PriorityHigh
+			}
+			post(fmt.Sprintf("s-%d", i), prio, due, steadyLatency)
+		})
+	}()
+	go func() {
+		defer loads.Done()
+		time.Sleep(time.Until(campaignAt)) // the campaign's start is part of the profile
+		campaign, campaignErr = s.startCampaign("seed-load", herald.PriorityLow)
+	}()
+	var burstOffered int
+	go func() {
+		defer loads.Done()
+		burstOffered = openLoop(ctx, burstAt, burstRate, until(burstAt.Add(burst)), func(i int, due time.Time) {
+			if post(fmt.Sprintf("b-%d", i), herald.PriorityNormal, due, burstLatency) {
+				burstAccepted.Add(1)
+			}
+		})
+	}()
+	loads.Wait()
+	must(b, campaignErr)
+	answered := time.Now()
+
+	// The drain: until nothing waits and the campaign is expanded, or drainCap after the load.
+	var drained time.Time
+	for time.Since(answered) < drainCap {
+		status, _, err := s.campaignState(ctx, campaign)
+		must(b, err)
+		var n int64
+		must(b, s.pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status IN ('PENDING', 'QUEUED', 'SENDING')`).Scan(&n))
+		if n == 0 && status != "EXPANDING" {
+			drained = time.Now()
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.StopTimer()
+	progress()
+	cancel()
+	<-sampled
+	finished := time.Now()
+	r.Note("Load average before %s, after %s (2 cores, shared with PostgreSQL, Kafka, Redis and the load generator).",
+		loadBefore, loadAverage())
+
+	// Per second, over the whole run.
+	secs := int(finished.Sub(start)/time.Second) + 1
+	calls := s.sender.Calls()
+	sent := &seconds{t0: start}
+	for _, c := range calls {
+		sent.add(c.At, 1)
+	}
+	high, highBurst := result.NewLatency(), result.NewLatency()
+	highPerSecond := &quantilePerSecond{t0: start}
+	var highUnsent int
+	mu.Lock()
+	for id, due := range highDue {
+		at, ok := highCalled[id]
+		if !ok {
+			highUnsent++
+			continue
+		}
+		record(high, at.Sub(due))
+		highPerSecond.record(due, at.Sub(due))
+		if !due.Before(burstAt) && due.Before(burstAt.Add(burst)) {
+			record(highBurst, at.Sub(due))
+		}
+	}
+	kinds := make([]string, 0, len(refusedBy))
+	for k := range refusedBy {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	rates := result.Chart{File: "rates-over-time", Title: "POSTs offered, accepted, refused and provider calls per second",
+		Kind: "line", XLabel: "seconds since the load began", YLabel: "per second",
+		Series: []result.Series{offered.series("offered/s", secs), accepted.series("accepted/s", secs), sent.series("sent/s", secs)}}
+	for _, k := range kinds {
+		rates.Series = append(rates.Series, refusedPer[k].series("refused/s ("+k+")", secs))
+	}
+	backlogSeries := backlog.series("backlog (PENDING + QUEUED)", secs)
+	poolSeries := poolWait.series("mean wait for a pool connection (ms)", secs)
+	maxPoolWait := peak(poolWait.n)
+	peakAccepted := peak(accepted.n)
+	mu.Unlock()
+	r.Chart(rates)
+	r.Chart(result.Chart{File: "pool-wait-over-time", Title: fmt.Sprintf("the shared PostgreSQL pool (%d connections, ingest and dispatch): "+
+		"mean wait of an acquire that found none idle, per second", s.pool.Config().MaxConns),
+		Kind: "line", XLabel: "seconds since the load began", YLabel: "ms", Series: []result.Series{poolSeries}})
+	r.Add(result.Figure{Name: "max mean pool acquire wait in a second", Value: maxPoolWait, Unit: "ms", Better: "lower"})
+	r.Chart(result.Chart{File: "backlog-over-time", Title: "backlog: deliveries PENDING or QUEUED (sampled each second)",
+		Kind: "line", XLabel: "seconds since the load began", YLabel: "deliveries", Series: []result.Series{backlogSeries}})
+	r.Chart(result.Chart{File: "high-over-time", Title: "HIGH due → provider call per second (by due time)", Kind: "line",
+		XLabel: "seconds since the load began", YLabel: "latency (ms)",
+		Series: []result.Series{highPerSecond.series("HIGH p99", 99), highPerSecond.series("HIGH p50", 50)}})
+
+	steadyAccepted := int(nAccepted.Load()) - int(burstAccepted.Load())
+	sustained := float64(steadyAccepted) / steady.Seconds()
+	r.Add(result.Figure{Group: "steady", Name: "accepted", Value: sustained, Unit: "POST/s", Better: "higher", Target: fmt.Sprintf("≥ %.0f", steadyRate)})
+	r.Latencies("steady", "POST due → answer", steadyLatency, "")
+	r.Add(result.Figure{Group: "burst", Name: "offered", Value: float64(burstOffered), Unit: "POSTs"})
+	r.Add(result.Figure{Group: "burst", Name: "accepted", Value: float64(burstAccepted.Load()), Unit: "POSTs", Better: "higher"})
+	r.Add(result.Figure{Group: "burst", Name: "peak accepted", Value: peakAccepted, Unit: "POST/s", Better: "higher"})
+	r.Latencies("burst", "POST due → answer", burstLatency, "")
+	for _, k := range kinds {
+		r.Add(result.Figure{Group: "refused", Name: k, Value: float64(refusedBy[k]), Unit: "POSTs", Better: "lower"})
+	}
+	r.Latencies("HIGH", "HIGH due → provider call", high, "≤ 20")
+	r.Latencies("HIGH during the burst", "HIGH due → provider call", highBurst, "")
+	r.Add(result.Figure{Group: "HIGH", Name: "HIGH not sent by the end", Value: float64(highUnsent), Unit: "count", Better: "lower"})
+	maxBacklog := peak(backlog.n)
+	r.Add(result.Figure{Name: "max backlog", Value: maxBacklog, Unit: "deliveries", Better: "lower"})
+	r.Add(result.Figure{Name: "peak sent", Value: peak(sent.n), Unit: "calls/s", Better: "higher"})
+	r.Add(result.Figure{Name: "sent during the load", Value: float64(countBetween(calls, start, loadEnd)) / steady.Seconds(), Unit: "calls/s", Better: "higher"})
+
+	// What this machine holds, from the figures above.
+	sentRate := float64(len(calls)) / finished.Sub(start).Seconds()
+	left := lastBacklog.Load()
+	if drained.IsZero() {
+		r.Add(result.Figure{Name: "backlog left after the drain window", Value: float64(left), Unit: "deliveries", Better: "lower"})
+	} else {
+		r.Add(result.Figure{Name: "time to drain", Value: drained.Sub(answered).Seconds(), Unit: "s", Better: "lower"})
+	}
+	loadTime := answered.Sub(start).Seconds()
+	v := seedVerdict{
+		steadyRate: steadyRate, steadyShare: float64(steadyAccepted) / (steadyRate * steady.Seconds()),
+		steadyP99: ms(steadyLatency, 99), burstRate: burstRate, burstOffered: burstOffered,
+		burstAccepted: int(burstAccepted.Load()), peakAccepted: peakAccepted, burstP99: ms(burstLatency, 99),
+		refusals: describeRefusals(kinds, refusedBy), acceptedPerS: float64(nAccepted.Load()) / loadTime,
+		sentPerS: float64(countBetween(calls, start, answered)) / loadTime, campaign: users, maxBacklog: maxBacklog,
+		drained: !drained.IsZero(), drainTime: drained.Sub(answered), drainCap: drainCap, left: left, sentRate: sentRate,
+		peakSent: peak(sent.n), highP50: ms(high, 50), highP99: ms(high, 99), highBurstP99: ms(highBurst, 99),
+		highBurst: int(highBurst.TotalCount()), highUnsent: highUnsent,
+		poolConns: s.pool.Config().MaxConns, maxPoolWait: maxPoolWait,
+	}
+	for _, n := range v.notes() {
+		r.Note("%s", n)
+	}
+	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
+		"answered within %s (\"timeout\", which includes waiting for one of the generator's %d connections), or fails "+
+		"otherwise (\"error\"). The generator runs in the process it measures, so its CPU is part of the machine's load.",
+		loadClient.Timeout, loadClient.Transport.(*http.Transport).MaxConnsPerHost)
+	b.ReportMetric(sustained, "steady-accepted/s")
+	b.ReportMetric(peakAccepted, "peak-accepted/s")
+	b.ReportMetric(ms(high, 99), "high-p99-ms")
+	b.ReportMetric(maxBacklog, "max-backlog")
+	for _, n := range r.Notes {
+		b.Log(n)
+	}
+	must(b, r.Write())
+}
+
+// countBetween counts the calls in [from, to).
+func countBetween(calls []dispatch.Call, from, to time.Time) int {
+	n := 0
+	for _, c := range calls {
+		if !c.At.Before(from) && c.At.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// peak is the largest value of a per-second series.
+func peak(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func describeRefusals(kinds []string, by map[string]int) string {
+	if len(kinds) == 0 {
+		return "none refused"
+	}
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", by[k], k))
+	}
+	return strings.Join(parts, ", ")
+}

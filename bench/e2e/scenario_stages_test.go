@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/heraldhq/herald/bench/result"
+)
+
+// stageTracer records the OpenTelemetry spans herald emits, in this process, for the traces
+// the bench starts itself (a traceparent it sends with a request) and for no other: a
+// campaign's million deliveries make no spans, so recording costs the measured run nothing
+// beyond the HIGH notifications it follows.
+type stageTracer struct {
+	mu  sync.RWMutex
+	ids map[trace.TraceID]bool
+	rec *tracetest.SpanRecorder
+	tp  *sdktrace.TracerProvider
+}
+
+func newStageTracer() *stageTracer {
+	st := &stageTracer{ids: map[trace.TraceID]bool{}, rec: tracetest.NewSpanRecorder()}
+	st.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(st), sdktrace.WithSpanProcessor(st.rec))
+	return st
+}
+
+// traceparent starts a trace the tracer records and returns its W3C traceparent header.
+func (st *stageTracer) traceparent() string {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	_, _ = rand.Read(tid[:])
+	_, _ = rand.Read(sid[:])
+	st.mu.Lock()
+	st.ids[tid] = true
+	st.mu.Unlock()
+	return fmt.Sprintf("00-%s-%s-01", tid, sid)
+}
+
+// ShouldSample implements sdktrace.Sampler: record the bench's own traces only.
+func (st *stageTracer) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	st.mu.RLock()
+	ok := st.ids[p.TraceID]
+	st.mu.RUnlock()
+	if !ok {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample,
+		Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+}
+
+// Description implements sdktrace.Sampler.
+func (st *stageTracer) Description() string { return "bench traces only" }
+
+// The HIGH stages, each between two span boundaries of one delivery's trace:
+//
+//	accept commit     ingest.accept ends (its one INSERT statement has committed)
+//	WAL decoded       cdc publish starts (the relay decoded the row from the WAL)
+//	Kafka ack         cdc publish ends (its produce callback: the broker acknowledged)
+//	consumed          dispatch.deliver starts (a lane polled the record), the child of that publish
+//	claimed           dispatch.rate_limit starts (the claim committed; the limiter is asked next)
+//	provider called   dispatch.send starts, in the same deliver span
+//	outcome committed dispatch.deliver ends (the outcome is written)
+var stageNames = []string{
+	"accept → WAL decoded", "WAL decoded → Kafka ack", "Kafka ack → consumed",
+	"consumed → claimed", "claimed → provider called", "provider called → outcome committed",
+}
+
+// outOfOrder says why a stage's two boundaries, read by different goroutines, can come in the
+// wrong order.
+var outOfOrder = map[string]string{
+	"accept → WAL decoded": "ingest.accept ends a moment after its commit, and the relay may decode the row " +
+		"before the accepting goroutine runs again",
+	"Kafka ack → consumed": "a consumer may poll the record before the producer's acknowledgement callback runs",
+}
+
+// stages is one histogram per stage, and of the whole chain.
+type stages struct {
+	h        []*hdrhistogram.Histogram
+	total    *hdrhistogram.Histogram
+	traces   int            // traces with a complete chain
+	partial  int            // traces without one (not sent yet, or a span missing)
+	negative map[string]int // per stage: boundaries out of order (two goroutines' clock reads), counted as 1 µs
+	// Chains whose sent record came from a publish other than the stream's (the sweeper's, for a
+	// row the stream missed or a record that was dropped), and traces with more than one publish.
+	notStream, republished int
+	slowest                string // the source of the slowest chain's publish
+	slowestTotal           time.Duration
+}
+
+// breakdown reads the recorded spans of the HIGH notifications accepted in [from, to): for
+// every trace, the provider call's span, its deliver span, the publish that deliver span
+// continues, the accept of the trace.
+func (st *stageTracer) breakdown(from, to time.Time) stages {
+	out := stages{total: result.NewLatency(), negative: map[string]int{}}
+	for range stageNames {
+		out.h = append(out.h, result.NewLatency())
+	}
+	type chain struct {
+		accept, send sdktrace.ReadOnlySpan
+		byID         map[trace.SpanID]sdktrace.ReadOnlySpan
+		rateLimit    map[trace.SpanID]sdktrace.ReadOnlySpan // by parent (the deliver span)
+		publishes    int
+	}
+	traces := map[trace.TraceID]*chain{}
+	for _, sp := range st.rec.Ended() {
+		c := traces[sp.SpanContext().TraceID()]
+		if c == nil {
+			c = &chain{byID: map[trace.SpanID]sdktrace.ReadOnlySpan{}, rateLimit: map[trace.SpanID]sdktrace.ReadOnlySpan{}}
+			traces[sp.SpanContext().TraceID()] = c
+		}
+		c.byID[sp.SpanContext().SpanID()] = sp
+		switch sp.Name() {
+		case "ingest.accept":
+			c.accept = sp
+		case "cdc publish":
+			c.publishes++
+		case "dispatch.send":
+			if c.send == nil || sp.StartTime().Before(c.send.StartTime()) {
+				c.send = sp
+			}
+		case "dispatch.rate_limit":
+			if old, ok := c.rateLimit[sp.Parent().SpanID()]; !ok || sp.StartTime().Before(old.StartTime()) {
+				c.rateLimit[sp.Parent().SpanID()] = sp
+			}
+		}
+	}
+	for _, c := range traces {
+		if c.accept != nil && (c.accept.EndTime().Before(from) || !c.accept.EndTime().Before(to)) {
+			continue
+		}
+		if c.accept == nil || c.send == nil {
+			out.partial++
+			continue
+		}
+		deliver, ok := c.byID[c.send.Parent().SpanID()]
+		if !ok {
+			out.partial++
+			continue
+		}
+		publish, ok := c.byID[deliver.Parent().SpanID()]
+		limit, ok2 := c.rateLimit[deliver.SpanContext().SpanID()]
+		if !ok || !ok2 || publish.Name() != "cdc publish" {
+			out.partial++
+			continue
+		}
+		at := []time.Time{c.accept.EndTime(), publish.StartTime(), publish.EndTime(), deliver.StartTime(),
+			limit.StartTime(), c.send.StartTime(), deliver.EndTime()}
+		for i := range stageNames {
+			d := at[i+1].Sub(at[i])
+			if d < 0 {
+				out.negative[stageNames[i]]++
+			}
+			record(out.h[i], d)
+		}
+		record(out.total, at[len(at)-1].Sub(at[0]))
+		out.traces++
+		src := attr(publish, "herald.source")
+		if src != "stream" {
+			out.notStream++
+		}
+		if c.publishes > 1 {
+			out.republished++
+		}
+		if total := at[len(at)-1].Sub(at[0]); total > out.slowestTotal {
+			out.slowestTotal, out.slowest = total, src
+		}
+	}
+	return out
+}
+
+// report adds the stages' figures (group "HIGH stages, <phase>") and their CDF chart to r.
+func (s stages) report(r *result.Result, phase string) {
+	group := "HIGH stages, " + phase
+	for i, name := range stageNames {
+		r.Latencies(group, name, s.h[i], "")
+	}
+	r.Latencies(group, "accept → outcome committed", s.total, "")
+	c := result.Chart{File: "high-stages-" + phase, Title: "HIGH stage breakdown during the " + phase + " (CDF per stage)", Kind: "cdf",
+		XLabel: "stage duration (ms)", YLabel: "fraction of HIGH deliveries", LogX: true}
+	for i, name := range stageNames {
+		c.Series = append(c.Series, result.CDF(name, s.h[i]))
+	}
+	r.Chart(c)
+	slowest := ""
+	if s.traces > 0 {
+		slowest = fmt.Sprintf("; the slowest chain (%s) came from the %s's publish", s.slowestTotal.Round(time.Millisecond), s.slowest)
+	}
+	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one (not sent when "+
+		"the run ended, or a span missing); %d sent from a record the stream did not publish (the sweeper's), %d published "+
+		"more than once (a row the reaper returned after its QUEUED lease is published again)%s.",
+		phase, s.traces, s.partial, s.notStream, s.republished, slowest)
+	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "sent from a record not published by the stream",
+		Value: float64(s.notStream), Unit: "count", Better: "lower"})
+	for _, name := range stageNames {
+		if n := s.negative[name]; n > 0 {
+			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first, counted as 1 µs (%s).",
+				phase, name, n, s.traces, outOfOrder[name])
+		}
+	}
+}
+
+// stagesNote says where the stage breakdown comes from.
+func stagesNote(r *result.Result) {
+	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process (only the traces the bench starts, " +
+		"one per HIGH POST). Span boundaries mark the stages: accept commit = ingest.accept end (its single INSERT has " +
+		"committed), WAL decoded = cdc publish start, Kafka ack = cdc publish end, consumed = dispatch.deliver start, " +
+		"claimed = dispatch.rate_limit start (right after the claim's commit), provider called = dispatch.send start, " +
+		"outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: those hold now() of each " +
+		"transaction, its start not its commit, and nothing of the relay or Kafka.")
+}
+
+// attr is a span's string attribute, or "".
+func attr(sp sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range sp.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
+}
