@@ -186,12 +186,6 @@ func (s *stack) tryPost(key string, priority herald.Priority) (string, error) {
 	return out.Deliveries[0].ID, nil
 }
 
-// call makes one API request with the bench key (and idempotency key, if any) and decodes
-// the answer, which must have status want, into out.
-func (s *stack) call(b *testing.B, method, path, key, body string, want int, out any) {
-	b.Helper()
-	must(b, s.request(method, path, key, body, want, out))
-}
 
 func (s *stack) request(method, path, key, body string, want int, out any) error {
 	req, err := http.NewRequest(method, s.url+path, bytes.NewBufferString(body))
