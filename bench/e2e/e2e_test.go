@@ -186,7 +186,6 @@ func (s *stack) tryPost(key string, priority herald.Priority) (string, error) {
 	return out.Deliveries[0].ID, nil
 }
 
-
 func (s *stack) request(method, path, key, body string, want int, out any) error {
 	req, err := http.NewRequest(method, s.url+path, bytes.NewBufferString(body))
 	if err != nil {
