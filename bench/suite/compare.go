@@ -198,7 +198,7 @@ func sameDir(a, b string) bool {
 func meetsTarget(v float64, target string) (met, ok bool) {
 	t := strings.TrimSpace(target)
 	var op string
-	for _, p := range []string{"≤", "<=", "≥", ">=", "<", ">"} {
+	for _, p := range []string{"≤", "<=", "≥", ">=", "<", ">", "="} {
 		if strings.HasPrefix(t, p) {
 			op, t = p, strings.TrimSpace(strings.TrimPrefix(t, p))
 			break
@@ -222,6 +222,8 @@ func meetsTarget(v float64, target string) (met, ok bool) {
 		return v >= want, true
 	case "<":
 		return v < want, true
+	case "=":
+		return v == want, true
 	default:
 		return v > want, true
 	}

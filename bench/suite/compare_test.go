@@ -83,6 +83,7 @@ func TestMeetsTarget(t *testing.T) {
 	}{
 		{5000, "≥ 5000", true, true}, {4999, "≥ 5,000", false, true}, {25, "≤ 25", true, true}, {25.1, "<= 25 ms", false, true},
 		{0.61, ">= 0.6", true, true}, {1, "< 1", false, true}, {2, "> 1", true, true}, {1, "about 1", false, false}, {1, "≤ x", false, false},
+		{0, "= 0", true, true}, {1, "= 0", false, true},
 	} {
 		met, ok := meetsTarget(c.v, c.target)
 		require.Equal(t, c.ran, ok, c.target)
