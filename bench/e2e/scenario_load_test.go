@@ -119,45 +119,6 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// seconds counts times into 1-second buckets from t0: the per-second series of a chart.
-type seconds struct {
-	t0 time.Time
-	n  []float64
-}
-
-func (c *seconds) add(t time.Time, v float64) {
-	i := int(t.Sub(c.t0) / time.Second)
-	if i < 0 {
-		return
-	}
-	for len(c.n) <= i {
-		c.n = append(c.n, 0)
-	}
-	c.n[i] += v
-}
-
-// set records a sampled value (a gauge) in t's bucket; the last sample of a second wins.
-func (c *seconds) set(t time.Time, v float64) {
-	c.add(t, 0)
-	if i := int(t.Sub(c.t0) / time.Second); i >= 0 {
-		c.n[i] = v
-	}
-}
-
-// series is the buckets as a chart series over [0, upto) seconds.
-func (c *seconds) series(name string, upto int) result.Series {
-	s := result.Series{Name: name}
-	for i := 0; i < upto; i++ {
-		v := 0.0
-		if i < len(c.n) {
-			v = c.n[i]
-		}
-		s.X = append(s.X, float64(i))
-		s.Y = append(s.Y, v)
-	}
-	return s
-}
-
 // quantilePerSecond keeps one latency histogram per second (by due time) and draws the
 // quantile q of each as a series; seconds without a value are left out.
 type quantilePerSecond struct {
@@ -188,11 +149,6 @@ func (q *quantilePerSecond) series(name string, quantile float64) result.Series 
 		}
 	}
 	return s
-}
-
-// scaledDuration is d × BENCH_SCALE, never below floor.
-func scaledDuration(d, floor time.Duration) time.Duration {
-	return max(time.Duration(float64(d)*result.Scale()), floor)
 }
 
 // record adds d (at least 1 µs) to h.

@@ -28,7 +28,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		highRate = 20.0 // HIGH notifications per second
 	)
 	users := result.Scaled(1_000_000, 2000)
-	drain := scaledDuration(60*time.Second, 3*time.Second)
+	drain := result.ScaledDuration(60*time.Second, 3*time.Second)
 	r := result.New("otp-under-campaign", "HIGH OTP API accept → provider call while a LOW campaign expands and drains")
 	r.Load = fmt.Sprintf("a LOW SMS campaign by segment of %d users through POST /api/campaigns (expanded in process), "+
 		"SMS provider limit %d/s; HIGH SMS OTPs open loop at %.0f/s through the expansion and the first %s of the drain",
@@ -90,7 +90,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	// The campaign row, every 50 ms: expanded users over time, and the end of the expansion.
 	var expandedAt atomic.Pointer[time.Time]
 	var expanded atomic.Int64
-	expandedPerSecond := &seconds{t0: start}
+	expandedPerSecond := &result.PerSecond{T0: start}
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -103,7 +103,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 				}
 				return
 			}
-			expandedPerSecond.add(time.Now(), float64(n-last))
+			expandedPerSecond.Add(time.Now(), float64(n-last))
 			last = n
 			expanded.Store(n)
 			if status != "EXPANDING" && expandedAt.Load() == nil {
@@ -184,10 +184,10 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 
 	calls := s.sender.Calls()
 	highPerSecond := &quantilePerSecond{t0: start}
-	lowPerSecond := &seconds{t0: start}
+	lowPerSecond := &result.PerSecond{T0: start}
 	for _, c := range calls {
 		if c.Message.Priority == herald.PriorityLow {
-			lowPerSecond.add(c.At, 1)
+			lowPerSecond.Add(c.At, 1)
 		}
 	}
 	cdf := result.Chart{File: "high-latency-cdf", Title: "HIGH due → provider call, per phase", Kind: "cdf",
@@ -236,7 +236,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		XLabel: "seconds since the campaign POST", YLabel: "latency (ms)",
 		Series: []result.Series{highPerSecond.series("HIGH p99", 99), highPerSecond.series("HIGH p50", 50)}})
 	// The expanded count, cumulative, in thousands (the per-second increments summed).
-	expandedK := expandedPerSecond.series("campaign expanded (thousand users)", secs)
+	expandedK := expandedPerSecond.Series("campaign expanded (thousand users)", secs)
 	total := 0.0
 	for i := range expandedK.Y {
 		total += expandedK.Y[i]
@@ -244,7 +244,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	}
 	r.Chart(result.Chart{File: "campaign-over-time", Title: fmt.Sprintf("LOW sent/s (limit %d/s shared) and campaign expansion", limit),
 		Kind: "line", XLabel: "seconds since the campaign POST", YLabel: "per second",
-		Series: []result.Series{lowPerSecond.series("LOW sent/s", secs), expandedK}})
+		Series: []result.Series{lowPerSecond.Series("LOW sent/s", secs), expandedK}})
 	r.Note("The expansion phase ends when the campaign row leaves EXPANDING (%s after the POST); the drain is measured for a "+
 		"fixed %s after that, not to completion (%d LOW deliveries at ≤ %d/s would take %s).",
 		expansion.Round(time.Millisecond), drain, users, limit, (time.Duration(users/limit) * time.Second))

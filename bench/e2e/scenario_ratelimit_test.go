@@ -20,7 +20,7 @@ import (
 //	go test -run '^$' -bench ScenarioRateLimit -benchtime 1x -timeout 10m ./bench/e2e
 func BenchmarkScenarioRateLimit(b *testing.B) {
 	const limit = 200
-	window := scaledDuration(30*time.Second, 3*time.Second)
+	window := result.ScaledDuration(30*time.Second, 3*time.Second)
 	// Each priority alone could keep the provider busy for the whole window.
 	backlog := int(limit*window.Seconds()) + limit
 	prios := []herald.Priority{herald.PriorityHigh, herald.PriorityNormal, herald.PriorityLow}
@@ -48,19 +48,19 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 	b.StopTimer()
 
 	var inWindow []dispatch.Call
-	per := map[herald.Priority]*seconds{}
+	per := map[herald.Priority]*result.PerSecond{}
 	count := map[herald.Priority]int{}
 	for _, p := range prios {
-		per[p] = &seconds{t0: from}
+		per[p] = &result.PerSecond{T0: from}
 	}
-	total := &seconds{t0: from}
+	total := &result.PerSecond{T0: from}
 	for _, c := range s.sender.Calls() {
 		if c.At.Before(from) || !c.At.Before(to) {
 			continue
 		}
 		inWindow = append(inWindow, c)
-		per[c.Message.Priority].add(c.At, 1)
-		total.add(c.At, 1)
+		per[c.Message.Priority].Add(c.At, 1)
+		total.Add(c.At, 1)
 		count[c.Message.Priority]++
 	}
 	worst := maxInWindow(inWindow, time.Second)
@@ -77,10 +77,10 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 		}
 		r.Add(result.Figure{Group: string(p), Name: "share of provider calls", Value: share, Unit: "%"})
 		r.Add(result.Figure{Group: string(p), Name: "provider calls", Value: float64(count[p]) / window.Seconds(), Unit: "calls/s"})
-		c.Series = append(c.Series, per[p].series(string(p), secs))
+		c.Series = append(c.Series, per[p].Series(string(p), secs))
 		b.ReportMetric(share, string(p)+"-share-%")
 	}
-	c.Series = append(c.Series, total.series("all", secs))
+	c.Series = append(c.Series, total.Series("all", secs))
 	limitLine := result.Series{Name: "limit"}
 	for i := 0; i < secs; i++ {
 		limitLine.X = append(limitLine.X, float64(i))

@@ -33,10 +33,10 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		burstRate  = 20_000.0
 		highEvery  = 20 // every 20th steady POST is a HIGH OTP: 5 %
 	)
-	steady := scaledDuration(60*time.Second, 4*time.Second)
-	burst := scaledDuration(5*time.Second, 100*time.Millisecond)
+	steady := result.ScaledDuration(60*time.Second, 4*time.Second)
+	burst := result.ScaledDuration(5*time.Second, 100*time.Millisecond)
 	users := result.Scaled(200_000, 2000)
-	drainCap := scaledDuration(90*time.Second, 15*time.Second)
+	drainCap := result.ScaledDuration(90*time.Second, 15*time.Second)
 	r := result.New("seed-load", "the seed's traffic profile scaled to this machine: steady POSTs, a campaign, a burst")
 	r.Load = fmt.Sprintf("single SMS POSTs open loop at %.0f/s for %s (5 %% HIGH OTPs, the rest NORMAL); a LOW campaign by "+
 		"segment of %d users through POST /api/campaigns at %s; single NORMAL POSTs bursting to %.0f/s open loop for %s at %s; "+
@@ -67,8 +67,8 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	start := time.Now().Add(100 * time.Millisecond)
 	campaignAt, burstAt := start.Add(steady/2), start.Add(steady*3/4)
 	loadEnd := start.Add(steady)
-	offered, accepted := &seconds{t0: start}, &seconds{t0: start}
-	refusedPer := map[string]*seconds{}
+	offered, accepted := &result.PerSecond{T0: start}, &result.PerSecond{T0: start}
+	refusedPer := map[string]*result.PerSecond{}
 	refusedBy := map[string]int{}
 	steadyLatency, burstLatency := result.NewLatency(), result.NewLatency()
 	var nAccepted, nRefused, burstAccepted atomic.Int64
@@ -78,18 +78,18 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
-		offered.add(due, 1)
+		offered.Add(due, 1)
 		if why != "" {
 			nRefused.Add(1)
 			refusedBy[why]++
 			if refusedPer[why] == nil {
-				refusedPer[why] = &seconds{t0: start}
+				refusedPer[why] = &result.PerSecond{T0: start}
 			}
-			refusedPer[why].add(now, 1)
+			refusedPer[why].Add(now, 1)
 			return false
 		}
 		nAccepted.Add(1)
-		accepted.add(now, 1)
+		accepted.Add(now, 1)
 		record(h, now.Sub(due))
 		if prio == herald.PriorityHigh {
 			highDue[id] = due
@@ -98,10 +98,10 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	}
 
 	// The backlog, sampled every second: deliveries waiting for the relay or a worker.
-	backlog := &seconds{t0: start}
+	backlog := &result.PerSecond{T0: start}
 	// The shared pool of ingest and dispatch (as herald serve has it), sampled with the
 	// backlog: the mean wait of an acquire that found no idle connection, per second.
-	poolWait := &seconds{t0: start}
+	poolWait := &result.PerSecond{T0: start}
 	lastStat := s.pool.Stat()
 	var lastBacklog atomic.Int64
 	sampled := make(chan struct{})
@@ -119,11 +119,11 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 			}
 			lastBacklog.Store(n)
 			mu.Lock()
-			backlog.set(time.Now(), float64(n))
+			backlog.Set(time.Now(), float64(n))
 			st := s.pool.Stat()
 			if waits := st.EmptyAcquireCount() - lastStat.EmptyAcquireCount(); waits > 0 {
 				wait := st.EmptyAcquireWaitTime() - lastStat.EmptyAcquireWaitTime()
-				poolWait.set(time.Now(), float64(wait.Microseconds())/1000/float64(waits))
+				poolWait.Set(time.Now(), float64(wait.Microseconds())/1000/float64(waits))
 			}
 			lastStat = st
 			mu.Unlock()
@@ -195,9 +195,9 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	// Per second, over the whole run.
 	secs := int(finished.Sub(start)/time.Second) + 1
 	calls := s.sender.Calls()
-	sent := &seconds{t0: start}
+	sent := &result.PerSecond{T0: start}
 	for _, c := range calls {
-		sent.add(c.At, 1)
+		sent.Add(c.At, 1)
 	}
 	high, highBurst := result.NewLatency(), result.NewLatency()
 	highPerSecond := &quantilePerSecond{t0: start}
@@ -222,14 +222,14 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	sort.Strings(kinds)
 	rates := result.Chart{File: "rates-over-time", Title: "POSTs offered, accepted, refused and provider calls per second",
 		Kind: "line", XLabel: "seconds since the load began", YLabel: "per second",
-		Series: []result.Series{offered.series("offered/s", secs), accepted.series("accepted/s", secs), sent.series("sent/s", secs)}}
+		Series: []result.Series{offered.Series("offered/s", secs), accepted.Series("accepted/s", secs), sent.Series("sent/s", secs)}}
 	for _, k := range kinds {
-		rates.Series = append(rates.Series, refusedPer[k].series("refused/s ("+k+")", secs))
+		rates.Series = append(rates.Series, refusedPer[k].Series("refused/s ("+k+")", secs))
 	}
-	backlogSeries := backlog.series("backlog (PENDING + QUEUED)", secs)
-	poolSeries := poolWait.series("mean wait for a pool connection (ms)", secs)
-	maxPoolWait := peak(poolWait.n)
-	peakAccepted := peak(accepted.n)
+	backlogSeries := backlog.Series("backlog (PENDING + QUEUED)", secs)
+	poolSeries := poolWait.Series("mean wait for a pool connection (ms)", secs)
+	maxPoolWait := poolWait.Peak()
+	peakAccepted := accepted.Peak()
 	mu.Unlock()
 	r.Chart(rates)
 	r.Chart(result.Chart{File: "pool-wait-over-time", Title: fmt.Sprintf("the shared PostgreSQL pool (%d connections, ingest and dispatch): "+
@@ -256,9 +256,9 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	r.Latencies("HIGH", "HIGH due → provider call", high, "≤ 20")
 	r.Latencies("HIGH during the burst", "HIGH due → provider call", highBurst, "")
 	r.Add(result.Figure{Group: "HIGH", Name: "HIGH not sent by the end", Value: float64(highUnsent), Unit: "count", Better: "lower"})
-	maxBacklog := peak(backlog.n)
+	maxBacklog := backlog.Peak()
 	r.Add(result.Figure{Name: "max backlog", Value: maxBacklog, Unit: "deliveries", Better: "lower"})
-	r.Add(result.Figure{Name: "peak sent", Value: peak(sent.n), Unit: "calls/s", Better: "higher"})
+	r.Add(result.Figure{Name: "peak sent", Value: sent.Peak(), Unit: "calls/s", Better: "higher"})
 	r.Add(result.Figure{Name: "sent during the load", Value: float64(countBetween(calls, start, loadEnd)) / steady.Seconds(), Unit: "calls/s", Better: "higher"})
 
 	// What this machine holds, from the figures above.
@@ -277,7 +277,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		refusals: describeRefusals(kinds, refusedBy), acceptedPerS: float64(nAccepted.Load()) / loadTime,
 		sentPerS: float64(countBetween(calls, start, answered)) / loadTime, campaign: users, maxBacklog: maxBacklog,
 		drained: !drained.IsZero(), drainTime: drained.Sub(answered), drainCap: drainCap, left: left, sentRate: sentRate,
-		peakSent: peak(sent.n), highP50: ms(high, 50), highP99: ms(high, 99), highBurstP99: ms(highBurst, 99),
+		peakSent: sent.Peak(), highP50: ms(high, 50), highP99: ms(high, 99), highBurstP99: ms(highBurst, 99),
 		highBurst: int(highBurst.TotalCount()), highUnsent: highUnsent,
 		poolConns: s.pool.Config().MaxConns, maxPoolWait: maxPoolWait,
 	}
@@ -307,15 +307,6 @@ func countBetween(calls []dispatch.Call, from, to time.Time) int {
 		}
 	}
 	return n
-}
-
-// peak is the largest value of a per-second series.
-func peak(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, x)
-	}
-	return m
 }
 
 func describeRefusals(kinds []string, by map[string]int) string {

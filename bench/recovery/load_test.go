@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/heraldhq/herald/bench/result"
 )
 
 var loadClient = &http.Client{Timeout: 10 * time.Second,
@@ -128,48 +126,6 @@ func poll(d time.Duration, cond func() bool) error {
 
 // pause lets the load run for d: a phase of the scenario, not a wait for a condition.
 func pause(d time.Duration) { time.Sleep(d) }
-
-// seconds counts times into 1-second buckets from t0.
-type seconds struct {
-	t0 time.Time
-	n  []float64
-}
-
-func (c *seconds) add(t time.Time, v float64) {
-	i := int(t.Sub(c.t0) / time.Second)
-	if i < 0 {
-		return
-	}
-	for len(c.n) <= i {
-		c.n = append(c.n, 0)
-	}
-	c.n[i] += v
-}
-
-func (c *seconds) series(name string, upto int) result.Series {
-	s := result.Series{Name: name}
-	for i := 0; i < upto; i++ {
-		v := 0.0
-		if i < len(c.n) {
-			v = c.n[i]
-		}
-		s.X = append(s.X, float64(i))
-		s.Y = append(s.Y, v)
-	}
-	return s
-}
-
-func peak(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, x)
-	}
-	return m
-}
-
-func scaledDuration(d, floor time.Duration) time.Duration {
-	return max(time.Duration(float64(d)*result.Scale()), floor)
-}
 
 func must(b *testing.B, err error) {
 	b.Helper()

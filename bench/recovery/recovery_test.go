@@ -36,7 +36,7 @@ const template = `{"category": "bench", "channels": ["SMS"], "content": {"SMS": 
 // the duplicate provider calls the kills caused are counted at the simulator.
 func BenchmarkScenarioRecovery(b *testing.B) {
 	const rate = 100.0 // NORMAL SMS POSTs per second, open loop
-	phase := scaledDuration(20*time.Second, 3*time.Second)
+	phase := result.ScaledDuration(20*time.Second, 3*time.Second)
 	r := result.New("recovery", "kill -9 of the relay and of one dispatch process under load: recovery time, lost, duplicates")
 	r.Load = fmt.Sprintf("NORMAL SMS POSTs open loop at %.0f/s to a `--roles ingest` process; one relay and two dispatch "+
 		"processes, Twilio at the provider simulator (2–50 ms); %s of load, kill -9 of the relay and restart, %s, kill -9 of "+
@@ -174,7 +174,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	recs := simRecords(b, simURL)
 	calls := map[string]int{}
 	var firstCall = map[string]time.Time{}
-	sent := &seconds{t0: start}
+	sent := &result.PerSecond{T0: start}
 	for _, rec := range recs {
 		if rec.Provider != sim.Twilio || !rec.Outcome.Delivered() {
 			continue
@@ -183,7 +183,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 		if _, ok := firstCall[rec.Key]; !ok {
 			firstCall[rec.Key] = rec.ReceivedAt
 		}
-		sent.add(rec.ReceivedAt, 1)
+		sent.Add(rec.ReceivedAt, 1)
 	}
 	dups := 0
 	for _, n := range calls {
@@ -222,14 +222,14 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	r.Add(result.Figure{Name: "refused", Value: float64(refused), Unit: "count", Better: "lower"})
 	r.Add(result.Figure{Name: "load generator CPU", Value: generatorCPU, Unit: "% of a core", Better: "lower"})
 	secs := int(drained.Sub(start)/time.Second) + 1
-	top := max(peak(sent.n), 1)
+	top := max(sent.Peak(), 1)
 	marker := func(name string, at time.Time) result.Series {
 		x := at.Sub(start).Seconds()
 		return result.Series{Name: name, X: []float64{x, x}, Y: []float64{0, top}}
 	}
 	r.Chart(result.Chart{File: "sent-over-time", Title: "provider calls per second; vertical lines: kill -9 moments",
 		Kind: "line", XLabel: "seconds since the load began", YLabel: "calls per second",
-		Series: []result.Series{sent.series("sent/s", secs), marker("relay kill -9", relayKill),
+		Series: []result.Series{sent.Series("sent/s", secs), marker("relay kill -9", relayKill),
 			marker("dispatch kill -9", dispatchKill), marker("load ends", loadEnd)}})
 	r.Note("Streaming again: the first Kafka record of a row whose POST was due after the relay's kill, %s after it "+
 		"(includes starting a new relay process). Partitions of the killed dispatch process (%d of 4), time from the kill to "+

@@ -3,6 +3,7 @@ package result
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,4 +40,24 @@ func TestScale(t *testing.T) {
 	t.Setenv("BENCH_SCALE", "0.01")
 	require.Equal(t, 1000, Scaled(100_000, 10))
 	require.Equal(t, 10, Scaled(100, 10))
+}
+
+func TestPerSecond(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := &PerSecond{T0: t0}
+	c.Add(t0.Add(-time.Second), 5) // before T0: dropped
+	c.Add(t0.Add(100*time.Millisecond), 1)
+	c.Add(t0.Add(900*time.Millisecond), 2)
+	c.Set(t0.Add(2500*time.Millisecond), 7)
+	c.Set(t0.Add(2600*time.Millisecond), 4) // the last sample of a second wins
+	s := c.Series("calls", 4)
+	require.Equal(t, []float64{0, 1, 2, 3}, s.X)
+	require.Equal(t, []float64{3, 0, 4, 0}, s.Y)
+	require.Equal(t, 4.0, c.Peak())
+}
+
+func TestScaledDuration(t *testing.T) {
+	t.Setenv("BENCH_SCALE", "0.01")
+	require.Equal(t, 600*time.Millisecond, ScaledDuration(time.Minute, 0))
+	require.Equal(t, 3*time.Second, ScaledDuration(time.Minute, 3*time.Second))
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Scale is BENCH_SCALE: the factor every scenario multiplies its sizes and durations by
@@ -19,4 +20,9 @@ func Scale() float64 {
 // Scaled is n × Scale(), never below floor: the size a scenario uses for a nominal n.
 func Scaled(n, floor int) int {
 	return max(int(math.Round(float64(n)*Scale())), floor)
+}
+
+// ScaledDuration is d × Scale(), never below floor.
+func ScaledDuration(d, floor time.Duration) time.Duration {
+	return max(time.Duration(float64(d)*Scale()), floor)
 }
