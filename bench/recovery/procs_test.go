@@ -7,110 +7,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
-// The helpers below run herald as an operator does: the binary, built once, as separate
-// processes with flags and environment. They are a small copy of cmd/herald's test
-// harness (unexported there), trimmed to what this scenario needs.
-
-// buildHerald builds cmd/herald into a temporary directory and returns the binary's path.
-func buildHerald(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "herald")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/heraldhq/herald/cmd/herald").CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build ./cmd/herald: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// proc is a herald subprocess whose output goes to a log file, shown when the run fails.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-// start runs bin with args and env (on top of the environment without its HERALD_*
-// variables). The process is stopped (SIGTERM, then SIGKILL) when the benchmark ends.
-func start(b *testing.B, bin, name string, env map[string]string, args ...string) *proc {
-	b.Helper()
-	logPath := filepath.Join(b.TempDir(), name+".log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HERALD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start herald %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = out.Close()
-		close(p.done)
-	}()
-	b.Cleanup(func() {
-		p.stop()
-		if b.Failed() {
-			p.dump(b)
-		}
-	})
-	return p
-}
-
-// stop asks for a graceful stop and kills after 15 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.kill()
-	}
-}
-
-// kill is kill -9; it returns once the process is gone.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) dump(b *testing.B) {
-	data, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	b.Logf("--- herald %s log (last %d lines) ---\n%s", p.name, len(lines), strings.Join(lines, "\n"))
-}
+// The processes are started with bench/internal/benchproc, as an operator runs herald: the
+// binary, built once, as separate processes with flags and environment.
 
 func freeAddr(b *testing.B) string {
 	b.Helper()
@@ -128,10 +36,10 @@ func freeAddr(b *testing.B) string {
 func startSim(b *testing.B, bin string, extra ...string) (env map[string]string, url string) {
 	b.Helper()
 	dir := b.TempDir()
-	p := start(b, bin, "sim", nil, append([]string{"sim", "--sim-dir", dir, "--sim-http-addr", "127.0.0.1:0",
+	p := benchproc.StartEnv(b, bin, "sim", nil, append([]string{"sim", "--sim-dir", dir, "--sim-http-addr", "127.0.0.1:0",
 		"--sim-tls-addr", "127.0.0.1:0", "--sim-smtp-addr", "127.0.0.1:0"}, extra...)...)
 	waitFor(b, 30*time.Second, "herald sim to write its env file", func() bool {
-		if p.exited() {
+		if !p.Alive() {
 			b.Fatal("herald sim exited")
 		}
 		data, err := os.ReadFile(filepath.Join(dir, "herald.env"))
@@ -210,11 +118,11 @@ func serveArgs(b *testing.B, dsn string, topics map[string]string, prefix, name 
 }
 
 // serve starts `herald serve` and waits until it answers /readyz on addr.
-func serve(b *testing.B, bin, name, addr string, env map[string]string, args ...string) *proc {
+func serve(b *testing.B, bin, name, addr string, env map[string]string, args ...string) *benchproc.Proc {
 	b.Helper()
-	p := start(b, bin, name, env, append([]string{"serve", "--http-addr", addr}, args...)...)
+	p := benchproc.StartEnv(b, bin, name, env, append([]string{"serve", "--http-addr", addr}, args...)...)
 	waitFor(b, 60*time.Second, "herald "+name+" to be ready", func() bool {
-		if p.exited() {
+		if !p.Alive() {
 			b.Fatalf("herald %s exited", name)
 		}
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -41,7 +42,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	r.Load = fmt.Sprintf("NORMAL SMS POSTs open loop at %.0f/s to a `--roles ingest` process; one relay and two dispatch "+
 		"processes, Twilio at the provider simulator (2–50 ms); %s of load, kill -9 of the relay and restart, %s, kill -9 of "+
 		"one dispatch process, %s, then a drain", rate, phase, phase, phase)
-	bin := buildHerald(b)
+	bin := benchproc.BuildHerald(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -62,7 +63,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	apiAddr := freeAddr(b)
 	serve(b, bin, "ingest", apiAddr, simEnv, append([]string{"--roles", "ingest"}, args...)...)
 	relay := serve(b, bin, "relay", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
-	var dispatchers []*proc
+	var dispatchers []*benchproc.Proc
 	for i := 1; i <= 2; i++ {
 		dispatchers = append(dispatchers, serve(b, bin, fmt.Sprintf("dispatch-%d", i), freeAddr(b), simEnv,
 			append([]string{"--roles", "dispatch"}, args...)...))
@@ -123,7 +124,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	// (its POST was due after it) is in Kafka.
 	pause(phase)
 	relayKill := time.Now()
-	relay.kill()
+	relay.Kill()
 	serve(b, bin, "relay-2", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
 	var relayBack time.Time
 	waitFor(b, 2*time.Minute, "a row committed after the relay's kill in Kafka", func() bool {
@@ -137,7 +138,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	pause(phase)
 	before := assignments(b, adm, group, topics["normal"])
 	dispatchKill := time.Now()
-	dispatchers[0].kill()
+	dispatchers[0].Kill()
 	waitMembers(b, adm, group, topics["normal"], 1)
 	after := assignments(b, adm, group, topics["normal"])
 	victim := map[int32]bool{}

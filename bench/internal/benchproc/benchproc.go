@@ -50,23 +50,46 @@ type Proc struct {
 	done chan struct{}
 }
 
-// Start runs bin with args, its output in a log file of the benchmark's temporary directory.
-// The child dies with the benchmark (SIGKILL on the parent's death) and is stopped (SIGTERM,
-// then SIGKILL after 10 s) when the benchmark ends; a cleanup registered before Start (a
+// Start runs bin with args in the benchmark's environment, its output in a log file of the
+// benchmark's temporary directory. The child dies with the benchmark (SIGKILL on the
+// parent's death) and is stopped (SIGTERM, then SIGKILL after 10 s) when the benchmark ends,
+// its last log lines printed if the benchmark failed; a cleanup registered before Start (a
 // database to drop) runs after it has stopped.
 func Start(tb testing.TB, bin string, args ...string) *Proc {
 	tb.Helper()
-	log := filepath.Join(tb.TempDir(), "herald.log")
+	return start(tb, bin, "herald", os.Environ(), args...)
+}
+
+// StartEnv is Start for a process configured as an operator would: named name (its log and
+// messages), with env on top of the benchmark's environment less its HERALD_* variables.
+func StartEnv(tb testing.TB, bin, name string, env map[string]string, args ...string) *Proc {
+	tb.Helper()
+	var environ []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HERALD_") {
+			environ = append(environ, kv)
+		}
+	}
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	return start(tb, bin, name, environ, args...)
+}
+
+func start(tb testing.TB, bin, name string, environ []string, args ...string) *Proc {
+	tb.Helper()
+	log := filepath.Join(tb.TempDir(), name+".log")
 	f, err := os.Create(log)
 	if err != nil {
-		tb.Fatalf("create herald log: %v", err)
+		tb.Fatalf("create %s log: %v", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = environ
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		tb.Fatalf("start herald: %v", err)
+		tb.Fatalf("start %s: %v", name, err)
 	}
 	done := make(chan struct{})
 	p := &Proc{Cmd: cmd, Log: log, done: done}
@@ -76,11 +99,19 @@ func Start(tb testing.TB, bin string, args ...string) *Proc {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+			p.Kill()
+		}
+		if tb.Failed() {
+			tb.Logf("--- %s log (last 40 lines) ---\n%s", name, p.Tail(40))
 		}
 	})
 	return p
+}
+
+// Kill is kill -9; it returns once the process is gone.
+func (p *Proc) Kill() {
+	_ = p.Cmd.Process.Kill()
+	<-p.done
 }
 
 // Alive tells whether the process still runs.
