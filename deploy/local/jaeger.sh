@@ -121,6 +121,7 @@ jaeger_up() {
 	say "starting jaeger (otlp grpc 127.0.0.1:$JAEGER_OTLP_GRPC_PORT, http 127.0.0.1:$JAEGER_OTLP_HTTP_PORT; ui http://127.0.0.1:$JAEGER_UI_PORT)"
 	setsid "$JAEGER_BIN" --config "file:$JAEGER_CONFIG" </dev/null >"$JAEGER_LOG" 2>&1 9>&- &
 	echo $! >"$JAEGER_PID"
+	await_exec "$JAEGER_PID" "$JAEGER_BIN"
 	local i
 	for ((i = 0; i < 300; i++)); do
 		jaeger_running || fail jaeger "$JAEGER_LOG" "jaeger exited during start-up"

@@ -177,6 +177,7 @@ kafka_start() {
 		${HERALD_KAFKA_OPTS:-} -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF" \
 		</dev/null >"$KAFKA_LOG" 2>&1 9>&- &
 	echo $! >"$KAFKA_PID"
+	await_exec "$KAFKA_PID" "kafka.Kafka $KAFKA_CONF"
 }
 
 # kafka_wait_ready: process alive, "Kafka Server started" in the log, and a client round trip

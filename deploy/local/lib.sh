@@ -64,6 +64,21 @@ pid_matches() {
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pattern"
 }
 
+# await_exec PIDFILE PATTERN: right after `cmd &`, wait (up to 30 s) until the child has
+# exec'd the command, so that pid_matches sees it. Between fork and exec the child's command
+# line is still this shell's; on a loaded machine that window lasts long enough for a
+# start-up check to take a live service for a dead one. Returns as soon as the process exits.
+await_exec() {
+	local pidfile="$1" pattern="$2" pid i
+	pid="$(head -n 1 "$pidfile")"
+	for ((i = 0; i < 300; i++)); do
+		pid_matches "$pidfile" "$pattern" && return 0
+		[ -d "/proc/$pid" ] || return 0
+		grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && return 0
+		sleep 0.1
+	done
+}
+
 # stop_pid NAME PIDFILE: SIGTERM, wait up to $STOP_TIMEOUT seconds, then SIGKILL.
 stop_pid() {
 	local name="$1" pidfile="$2" pid i

@@ -61,6 +61,7 @@ mailpit_up() {
 		--database "$MAILPIT_DIR/mailpit.db" --smtp-auth-accept-any --smtp-auth-allow-insecure \
 		</dev/null >"$MAILPIT_LOG" 2>&1 9>&- &
 	echo $! >"$MAILPIT_PID"
+	await_exec "$MAILPIT_PID" "$MAILPIT_BIN"
 	local i
 	for ((i = 0; i < 150; i++)); do
 		mailpit_running || fail mailpit "$MAILPIT_LOG" "mailpit exited during start-up"

@@ -72,6 +72,7 @@ prometheus_up() {
 		--storage.tsdb.retention.time=2d --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" \
 		</dev/null >"$PROMETHEUS_LOG" 2>&1 9>&- &
 	echo $! >"$PROMETHEUS_PID"
+	await_exec "$PROMETHEUS_PID" "$PROMETHEUS_CONFIG"
 	local i
 	for ((i = 0; i < 300; i++)); do
 		prometheus_running || fail prometheus "$PROMETHEUS_LOG" "prometheus exited during start-up"
