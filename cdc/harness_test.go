@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -41,7 +42,7 @@ func newHarness(t testing.TB, brokers []string) *harness {
 // newHarnessOn is newHarness on the database at url.
 func newHarnessOn(t testing.TB, brokers []string, url string) *harness {
 	t.Helper()
-	pcfg, err := pgxpool.ParseConfig(url)
+	pcfg, err := pgpool.ParseConfig(url)
 	require.NoError(t, err)
 	pcfg.MaxConns = 16 // the relay's own statements and a test's concurrent inserters
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)

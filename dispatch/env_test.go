@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -47,7 +48,7 @@ func newEnv(t testing.TB) *env {
 	q := u.Query()
 	q.Set("pool_max_conns", "32")
 	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(context.Background(), u.String())
+	pool, err := pgpool.New(context.Background(), u.String(), 0)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	rdb, prefix := stacktest.Redis(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -25,7 +26,7 @@ import (
 func BenchmarkPostNotification(b *testing.B) {
 	ctx := context.Background()
 	unrecorded(b) // a real SDK provider, as in production, without keeping the spans
-	cfg, err := pgxpool.ParseConfig(stacktest.PostgresURL(b))
+	cfg, err := pgpool.ParseConfig(stacktest.PostgresURL(b))
 	require.NoError(b, err)
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

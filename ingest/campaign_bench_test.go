@@ -10,13 +10,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkCampaignExpansion(b *testing.B) {
 		users = n
 	}
 	dbURL := stacktest.PostgresURL(b)
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgpool.New(ctx, dbURL, 0)
 	require.NoError(b, err)
 	defer pool.Close()
 	client, err := CreateAPIClient(ctx, pool, "bench", AllScopes())
@@ -141,7 +141,7 @@ SELECT u.did, n.id, 'SMS', n.priority, n.expires_at FROM n JOIN u ON u.nid = n.i
 func startBenchRelay(b *testing.B, dbURL string) func() {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	relayPool, err := pgxpool.New(ctx, dbURL)
+	relayPool, err := pgpool.New(ctx, dbURL, 0)
 	require.NoError(b, err)
 	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2})
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0))

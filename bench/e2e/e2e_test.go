@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders"
 )
@@ -351,7 +352,7 @@ func waitFor(b *testing.B, timeout time.Duration, what string, cond func() bool)
 
 func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {
 	b.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgpool.ParseConfig(url)
 	must(b, err)
 	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)

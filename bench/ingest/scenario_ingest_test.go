@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	benchresult "github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -65,7 +64,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 
 	dbURL := stacktest.PostgresURL(b)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgpool.New(ctx, dbURL, 0)
 	must(b, err)
 	b.Cleanup(pool.Close)
 	_, err = pool.Exec(ctx, fixtureSQL)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/pgpool"
 )
 
 // commonConfig is what every subcommand that touches the database needs.
@@ -25,14 +26,7 @@ func (c *commonConfig) register(f *envFlags) {
 }
 
 func openPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(c.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
-	}
-	if c.MaxConns > 0 {
-		cfg.MaxConns = int32(c.MaxConns)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgpool.New(ctx, c.DatabaseURL, int32(c.MaxConns))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/pgpool"
 )
 
 // Environment variables set by `make test` (see `deploy/local/stack.sh env`).
@@ -86,7 +87,7 @@ func PostgresURLAt(t testing.TB, version int64) string {
 	u.Path = "/" + db
 	dsn := u.String()
 
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgpool.New(ctx, dsn, 0)
 	if err != nil {
 		t.Fatalf("open %s: %v", db, err)
 	}
@@ -127,7 +128,7 @@ func VersionBefore(t testing.TB, v int64) int64 {
 // Postgres returns a pool on a fresh, migrated database (see PostgresURL).
 func Postgres(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), PostgresURL(t))
+	pool, err := pgpool.New(context.Background(), PostgresURL(t), 0)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
 	}

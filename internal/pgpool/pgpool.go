@@ -1,0 +1,53 @@
+// Package pgpool opens herald's PostgreSQL connection pools with the session settings that
+// herald's statements are written for. Every pool herald opens comes from here.
+package pgpool
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Configure sets herald's session settings on a connection configuration, as startup
+// parameters (no extra round trip), unless the connection string already sets them:
+//
+//   - jit=off. herald's statements are short OLTP statements that touch a handful of rows.
+//     PostgreSQL compiles a statement with LLVM when the planner's cost estimate passes
+//     jit_above_cost (100,000 by default), and the estimate of dispatch's one-row read grows
+//     with the partitions' row counts: while a campaign of 500,000 users was in the day's
+//     partition, every read of one delivery took 240–400 ms of compilation for 0.5 ms of
+//     execution (docs/benchmarks.md, "HIGH during a campaign").
+func Configure(cfg *pgconn.Config) {
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if _, set := cfg.RuntimeParams["jit"]; !set {
+		cfg.RuntimeParams["jit"] = "off"
+	}
+}
+
+// ParseConfig parses a PostgreSQL URL or DSN into a pool configuration with herald's
+// session settings (Configure).
+func ParseConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	Configure(&cfg.ConnConfig.Config)
+	return cfg, nil
+}
+
+// New opens a pool on connString with herald's session settings and at most maxConns
+// connections (0: pgxpool's default). It does not dial; the first query does.
+func New(ctx context.Context, connString string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
