@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // errNotFound: the record names a delivery this database does not hold.
@@ -49,11 +50,14 @@ type row struct {
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
-// loadSQL reads a delivery, the parts of its notification a send needs, its template's
+// loadSelect reads deliveries, the parts of their notification a send needs, their template's
 // content, the user's contact, push tokens and quiet hours, in one round trip. "Due" and
 // "expired" are decided here by the database clock; now() comes back so that a retry time
 // computed later can be anchored on the same clock. Push tokens are only gathered for PUSH.
-const loadSelect = `
+// attempts and notifications are extra conditions on the attempt log's and the notification's
+// rows, where the statement bounds them to the partitions they can be in.
+func loadSelect(attempts, notifications, where string) string {
+	return `
 SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
@@ -67,19 +71,27 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
                                      ORDER BY pt.created_at), '[]')
            FROM push_token pt WHERE pt.user_id = n.user_id)
        END,
-       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts)
+       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `)
 FROM delivery d
-JOIN notification n ON n.id = d.notification_id
+JOIN notification n ON n.id = d.notification_id` + notifications + `
 LEFT JOIN template t ON t.name = n.template
 LEFT JOIN user_contact c ON c.user_id = n.user_id
 LEFT JOIN user_preference p ON p.user_id = n.user_id
-`
+WHERE ` + where
+}
 
-// loadSQL reads one delivery; loadManySQL reads a batch in the same one round trip (ids as
-// text, cast, as everywhere a batch of ids travels).
-const (
-	loadSQL     = loadSelect + `WHERE d.id = $1`
-	loadManySQL = loadSelect + `WHERE d.id = ANY($1::text[]::uuid[])`
+var (
+	// loadSQL reads one delivery.
+	loadSQL = loadSelect("", "", `d.id = $1`)
+	// loadDaySQL reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a
+	// batch of ids travels), their notifications within the bounds $2 ≤ id < $3 (the day
+	// before theirs and theirs: a delivery is made with its notification, so its id is not
+	// earlier and lies at most a midnight later) and their attempts by the same ids. Run on a
+	// custom plan (loadDay), every one of these conditions is a constant when PostgreSQL
+	// plans it, so the plan holds the partitions of the ids' day only (docs/architecture.md,
+	// "Partitions and retention").
+	loadDaySQL = loadSelect(` AND a.delivery_id = ANY($1::text[]::uuid[])`,
+		` AND n.id >= $2::text::uuid AND n.id < $3::text::uuid`, `d.id = ANY($1::text[]::uuid[])`)
 )
 
 func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
@@ -93,65 +105,52 @@ func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 	return r, nil
 }
 
-// loadMany reads the deliveries of ids in one query; an id this database does not hold (or
-// does not show yet) is missing from the result.
-//
-// The query runs on its generic plan. Left to choose, PostgreSQL plans it afresh on every
-// execution (a custom plan for the array at hand looks cheaper than the generic one for the
-// small batches a busy lane makes), and planning a six-table join with two sub-selects cost
-// more than running it: about a quarter of the database's CPU per delivery in the limits-lifted
-// benchmark. The setting is the session's only between SET and RESET, sent with the query in
-// one round trip; should the query fail, the implicit transaction of the batch rolls the SET
-// back with it.
-//
-// A batch of one (a HIGH record, a lane that is not busy) is read with loadSQL, which
-// PostgreSQL keeps on its generic plan by itself, without the two extra statements.
+// loadMany reads the deliveries of ids, one query per UTC day of the ids (almost always
+// one); an id this database does not hold (or does not show yet) is missing from the result.
+// A batch of one (a HIGH record, a lane that is not busy) is read with loadSQL.
 func loadMany(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string]*row, error) {
+	out := make(map[string]*row, len(ids))
 	if len(ids) == 1 {
 		r, err := load(ctx, pool, ids[0])
 		if errors.Is(err, errNotFound) {
-			return map[string]*row{}, nil
+			return out, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		return map[string]*row{r.ID: r}, nil
-	}
-	at := time.Now()
-	b := &pgx.Batch{}
-	b.Queue(`SET plan_cache_mode = force_generic_plan`)
-	b.Queue(loadManySQL, ids)
-	b.Queue(`RESET plan_cache_mode`)
-	br := pool.SendBatch(ctx, b)
-	defer br.Close()
-	out, err := scanMany(br, at, len(ids))
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load %d deliveries (first %s): %w", len(ids), ids[0], err)
-	}
-	return out, br.Close()
-}
-
-func scanMany(br pgx.BatchResults, at time.Time, n int) (map[string]*row, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[string]*row, n)
-	for rows.Next() {
-		r, err := scanRow(rows, at)
 		if err != nil {
 			return nil, err
 		}
 		out[r.ID] = r
+		return out, nil
 	}
-	return out, rows.Err()
+	for day, of := range partition.ByDay(ids) {
+		if err := loadDay(ctx, pool, day, of, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// loadDay reads the deliveries ids of day into out with loadDaySQL, on a custom plan: the
+// statement goes unnamed (QueryExecModeExec), which PostgreSQL plans for the values at hand
+// every time. A generic plan cannot prune by id = ANY($1) and would hold every partition.
+func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []string, out map[string]*row) error {
+	at := time.Now()
+	rows, err := pool.Query(ctx, loadDaySQL, pgx.QueryExecModeExec, ids,
+		day.Add(-1).Lower().String(), day.Add(1).Lower().String())
+	if err != nil {
+		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRow(rows, at)
+		if err != nil {
+			return fmt.Errorf("load %d deliveries of %s: scan: %w", len(ids), day, err)
+		}
+		out[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
+	}
+	return nil
 }
 
 func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Seen is a delivery as a worker read it: the attempt count a claim compares against.
@@ -27,34 +29,35 @@ type Claimed struct {
 // skipped row is simply not claimed, and its caller claims it alone (Claim) after reading it
 // again. The lock is taken in the CTE and the compare-and-set repeated in the UPDATE, which
 // sees the locked, newest version. Ids travel as text and are cast, as in markQueuedSQL.
+//
+// Both reads of delivery also say d.id = ANY($1): run on a custom plan (ClaimBatch), the array
+// is a constant when PostgreSQL plans the statement, which then holds the partitions of the
+// ids' days only, not every day's (a join on unnest alone prunes nothing).
 const claimBatchSQL = `
 WITH c AS (
     SELECT d.id, v.attempts
       FROM delivery AS d
       JOIN unnest($1::text[], $2::int[]) AS v(id, attempts) ON d.id = v.id::uuid
-     WHERE d.status IN ('PENDING', 'QUEUED') AND d.attempts = v.attempts
+     WHERE d.id = ANY($1::text[]::uuid[]) AND d.status IN ('PENDING', 'QUEUED') AND d.attempts = v.attempts
        FOR UPDATE OF d SKIP LOCKED)
 UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
   FROM c
- WHERE d.id = c.id AND d.status IN ('PENDING', 'QUEUED') AND d.attempts = c.attempts
+ WHERE d.id = ANY($1::text[]::uuid[]) AND d.id = c.id AND d.status IN ('PENDING', 'QUEUED') AND d.attempts = c.attempts
    AND d.next_attempt_at <= now() AND (d.expires_at IS NULL OR d.expires_at > now())
 RETURNING d.id::text, d.attempts, now()`
 
 // ClaimBatch moves the deliveries of seen to SENDING, each at the attempt count it was read
 // with (claimBatchSQL), and returns those it took by id. A delivery missing from the result
 // was changed by another worker, the relay or the reaper, was not due, had expired, or was
-// locked at that moment. Each id may appear once.
+// locked at that moment. Each id may appear once. The statement goes unnamed
+// (pgx.QueryExecModeExec), which PostgreSQL plans for the values at hand on every call: a
+// generic plan cannot prune by id = ANY($1).
 func ClaimBatch(ctx context.Context, db DB, seen []Seen) (map[string]Claimed, error) {
 	out := make(map[string]Claimed, len(seen))
 	if len(seen) == 0 {
 		return out, nil
 	}
-	ids := make([]string, len(seen))
-	attempts := make([]int32, len(seen))
-	for i, s := range seen {
-		ids[i], attempts[i] = s.ID, int32(s.Attempts)
-	}
-	rows, err := db.Query(ctx, claimBatchSQL, ids, attempts)
+	rows, err := db.Query(ctx, claimBatchSQL, claimBatchArgs(seen)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d deliveries (first %s): %w", len(seen), seen[0].ID, err)
 	}
@@ -71,4 +74,14 @@ func ClaimBatch(ctx context.Context, db DB, seen []Seen) (map[string]Claimed, er
 		return nil, fmt.Errorf("claim %d deliveries (first %s): %w", len(seen), seen[0].ID, err)
 	}
 	return out, nil
+}
+
+// claimBatchArgs are the arguments of claimBatchSQL for seen, the execution mode first.
+func claimBatchArgs(seen []Seen) []any {
+	ids := make([]string, len(seen))
+	attempts := make([]int32, len(seen))
+	for i, s := range seen {
+		ids[i], attempts[i] = s.ID, int32(s.Attempts)
+	}
+	return []any{pgx.QueryExecModeExec, ids, attempts}
 }
