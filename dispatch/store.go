@@ -134,8 +134,7 @@ func loadMany(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string
 // every time. A generic plan cannot prune by id = ANY($1) and would hold every partition.
 func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []string, out map[string]*row) error {
 	at := time.Now()
-	rows, err := pool.Query(ctx, loadDaySQL, pgx.QueryExecModeExec, ids,
-		day.Add(-1).Lower().String(), day.Add(1).Lower().String())
+	rows, err := pool.Query(ctx, loadDaySQL, loadDayArgs(day, ids)...)
 	if err != nil {
 		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
 	}
@@ -151,6 +150,11 @@ func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []s
 		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
 	}
 	return nil
+}
+
+// loadDayArgs are the arguments of loadDaySQL for the ids of day, the execution mode first.
+func loadDayArgs(day partition.Day, ids []string) []any {
+	return []any{pgx.QueryExecModeExec, ids, day.Add(-1).Lower().String(), day.Add(1).Lower().String()}
 }
 
 func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
