@@ -179,33 +179,58 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 		claimed = nil // every one goes the per-record way, which retries
 	}
 	var mine, lost []*candidate
+	var mu sync.Mutex // guards mine
 	var sends sync.WaitGroup
+	send := func(c *candidate, cl delivery.Claimed) {
+		c.m.Attempt = cl.Attempt
+		err := l.send(c.ctx, c.r, c.m, c.sender, cl.Attempt, cl.StartedAt)
+		if err != nil {
+			c.span.RecordError(err)
+			c.span.SetStatus(codes.Error, "dispatch failed")
+		}
+		c.span.End()
+		if err != nil && ctx.Err() == nil {
+			finish(c.it, l.handle(ctx, c.it.rec)) // as handle retries a failed pass
+			return
+		}
+		finish(c.it, ctx.Err() == nil)
+	}
 	for _, c := range leased {
-		cl, ok := claimed[c.r.ID]
-		if !ok {
+		if cl, ok := claimed[c.r.ID]; ok {
+			mine = append(mine, c)
+			sends.Add(1)
+			go func() {
+				defer sends.Done()
+				send(c, cl)
+			}()
+			continue
+		}
+		if err != nil {
 			lost = append(lost, c)
 			continue
 		}
-		mine = append(mine, c)
+		// Not claimed: most often another transaction held the row locked for a moment (the
+		// relay marking it QUEUED), which the batch skipped. The single-row claim waits for the
+		// lock and compares the same attempt count, with the lease still held; only a claim
+		// it loses goes the per-record way.
 		sends.Add(1)
 		go func() {
 			defer sends.Done()
-			c.m.Attempt = cl.Attempt
-			err := l.send(c.ctx, c.r, c.m, c.sender, cl.Attempt, cl.StartedAt)
-			if err != nil {
-				c.span.RecordError(err)
-				c.span.SetStatus(codes.Error, "dispatch failed")
-			}
-			c.span.End()
-			if err != nil && ctx.Err() == nil {
-				finish(c.it, l.handle(ctx, c.it.rec)) // as handle retries a failed pass
+			att, started, ok, cerr := delivery.Claim(ctx, d.pool, c.r.ID, c.r.Attempts)
+			if cerr != nil || !ok {
+				release([]*candidate{c})
+				c.span.End()
+				alone(c.it)
 				return
 			}
-			finish(c.it, ctx.Err() == nil)
+			mu.Lock()
+			mine = append(mine, c)
+			mu.Unlock()
+			send(c, delivery.Claimed{Attempt: att, StartedAt: started})
 		}()
 	}
-	// A claim lost to a change made since the read: the lease goes back first, then the
-	// per-record way reads the row again and settles what happened.
+	// The batch claim failed: the leases go back first, then the per-record way reads each
+	// row again and settles what happened.
 	release(lost)
 	for _, c := range lost {
 		c.span.End()
