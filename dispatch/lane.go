@@ -122,8 +122,10 @@ poll:
 			items[i] = batchItem{rec: r, tr: l.tracker.add(r)}
 		}
 		// Batches of what was polled: the first record of a batch waits for a free worker
-		// slot, the others join it only while slots are free at once, so a lone record (a
-		// HIGH notification) never waits for company.
+		// slot, the others join it while slots are free at once. In the HIGH lane that is
+		// all: a lone record never waits for company. The other lanes wait up to batchWait
+		// for more slots to free when records are waiting for them, so that a steady flow,
+		// which frees one slot at a time, still makes batches.
 		for len(items) > 0 {
 			select {
 			case sem <- struct{}{}:
@@ -131,14 +133,11 @@ poll:
 				break poll // not started: left uncommitted for the next owner
 			}
 			var batch []batchItem
+			var gather *time.Timer
 		fill:
 			for len(items) > 0 && len(batch) < maxClaimBatch {
-				if len(batch) > 0 {
-					select {
-					case sem <- struct{}{}:
-					default:
-						break fill
-					}
+				if len(batch) > 0 && !l.slot(ctx, sem, &gather) {
+					break fill
 				}
 				it := items[0]
 				items = items[1:]
@@ -150,6 +149,9 @@ poll:
 					continue
 				}
 				batch = append(batch, it)
+			}
+			if gather != nil {
+				gather.Stop()
 			}
 			if len(batch) == 0 {
 				continue
@@ -305,4 +307,32 @@ func responseError(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return nil
+}
+
+// batchWait bounds how long a NORMAL or LOW batch waits for more worker slots to free.
+const batchWait = 2 * time.Millisecond
+
+// slot takes one more worker slot for the batch being made: at once if one is free; in the
+// HIGH lane not at all otherwise; in the others within batchWait of the batch's first wait
+// (*gather, started then).
+func (l *lane) slot(ctx context.Context, sem chan struct{}, gather **time.Timer) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	if l.prio == herald.PriorityHigh {
+		return false
+	}
+	if *gather == nil {
+		*gather = time.NewTimer(batchWait)
+	}
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-(*gather).C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
