@@ -27,13 +27,14 @@ const revokeWait = 20 * time.Second
 // lane is one priority's consumer: its own kgo client and group, its own concurrency.
 // Nothing in one lane waits on another.
 type lane struct {
-	d       *Dispatcher
-	prio    herald.Priority
-	cfg     LaneConfig
-	log     *zap.Logger
-	attrs   metric.MeasurementOption
-	tracker *offsetTracker
-	stats   laneStats
+	d        *Dispatcher
+	prio     herald.Priority
+	cfg      LaneConfig
+	log      *zap.Logger
+	attrs    metric.MeasurementOption
+	tracker  *offsetTracker
+	stats    laneStats
+	outcomes *outcomeWriter
 
 	cl       *kgo.Client
 	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
@@ -46,6 +47,7 @@ func newLane(d *Dispatcher, p herald.Priority) *lane {
 		log:      d.log.With(zap.String("lane", string(p))),
 		attrs:    metric.WithAttributes(attribute.String("priority", string(p))),
 		tracker:  newOffsetTracker(),
+		outcomes: newOutcomeWriter(d.pool),
 		stopping: make(chan struct{}),
 	}
 }
@@ -77,6 +79,17 @@ func (l *lane) run(ctx context.Context) (cancelled int) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, l.cfg.Concurrency)
 
+	// finish settles one record of a batch: its offset may be committed once settled, and its
+	// worker slot is free again.
+	finish := func(it batchItem, settled bool) {
+		if settled {
+			l.tracker.done(it.tr)
+		} // else cut off by the shutdown deadline: left uncommitted
+		<-sem
+		l.stats.processed.Add(1)
+	}
+	l.outcomes.start()
+
 	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
 	commitsDone := make(chan struct{})
 	go func() {
@@ -104,29 +117,50 @@ poll:
 			}
 			continue
 		}
-		trs := make([]*tracked, len(recs))
+		items := make([]batchItem, len(recs))
 		for i, r := range recs {
-			trs[i] = l.tracker.add(r)
+			items[i] = batchItem{rec: r, tr: l.tracker.add(r)}
 		}
-		for i, r := range recs {
+		// Batches of what was polled: the first record of a batch waits for a free worker
+		// slot, the others join it while slots are free at once. In the HIGH lane that is
+		// all: a lone record never waits for company. The other lanes wait up to batchWait
+		// for more slots to free when records are waiting for them, so that a steady flow,
+		// which frees one slot at a time, still makes batches.
+		for len(items) > 0 {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				break poll // not started: left uncommitted for the next owner
 			}
-			if !l.tracker.start(trs[i]) {
-				<-sem
+			var batch []batchItem
+			var gather *time.Timer
+		fill:
+			for len(items) > 0 && len(batch) < maxClaimBatch {
+				if len(batch) > 0 && !l.slot(ctx, sem, &gather) {
+					break fill
+				}
+				it := items[0]
+				items = items[1:]
+				if !l.tracker.start(it.tr) {
+					<-sem
+					if len(batch) == 0 {
+						break fill // its slot went back: wait for one again
+					}
+					continue
+				}
+				batch = append(batch, it)
+			}
+			if gather != nil {
+				gather.Stop()
+			}
+			if len(batch) == 0 {
 				continue
 			}
 			wg.Add(1)
-			go func(r *kgo.Record, tr *tracked) {
+			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
-				if l.handle(workCtx, r) {
-					l.tracker.done(tr)
-				} // else cut off by the shutdown deadline: left uncommitted
-				l.stats.processed.Add(1)
-			}(r, trs[i])
+				l.runBatch(workCtx, batch, finish)
+			}()
 		}
 	}
 
@@ -144,6 +178,7 @@ poll:
 		cancelWork()
 		<-drained
 	}
+	l.outcomes.stop() // every worker is done: no outcome is still to be handed over
 	stopCommits()
 	<-commitsDone
 	l.commit(context.WithoutCancel(ctx), nil)
@@ -272,4 +307,32 @@ func responseError(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return nil
+}
+
+// batchWait bounds how long a NORMAL or LOW batch waits for more worker slots to free.
+const batchWait = 2 * time.Millisecond
+
+// slot takes one more worker slot for the batch being made: at once if one is free; in the
+// HIGH lane not at all otherwise; in the others within batchWait of the batch's first wait
+// (*gather, started then).
+func (l *lane) slot(ctx context.Context, sem chan struct{}, gather **time.Timer) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	if l.prio == herald.PriorityHigh {
+		return false
+	}
+	if *gather == nil {
+		*gather = time.NewTimer(batchWait)
+	}
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-(*gather).C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }

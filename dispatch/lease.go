@@ -61,3 +61,63 @@ func (l *leases) release(ctx context.Context, id string, attempt int, token stri
 	}
 	l.health.observe(ctx, err, time.Now())
 }
+
+// leaseKey names one attempt of one delivery, for acquireMany and releaseMany.
+type leaseKey struct {
+	id      string
+	attempt int
+}
+
+// acquireMany is acquire for a batch, in one round trip (a pipeline of SET NX PX): held[i]
+// says whether ks[i] is now this worker's. skipped=true: Redis is down, every lease counts as
+// held and the database claim alone decides.
+func (l *leases) acquireMany(ctx context.Context, ks []leaseKey, token string, ttl, timeout time.Duration) (held []bool, skipped bool) {
+	held = make([]bool, len(ks))
+	if !l.health.usable(time.Now()) {
+		for i := range held {
+			held[i] = true
+		}
+		return held, true
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmds := make([]*redis.BoolCmd, len(ks))
+	_, err := l.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, k := range ks {
+			cmds[i] = p.SetNX(cctx, l.key(k.id, k.attempt), token, ttl)
+		}
+		return nil
+	})
+	if l.health.observe(ctx, err, time.Now()) {
+		for i := range held {
+			held[i] = true
+		}
+		return held, true
+	}
+	if err != nil { // the caller's context ended
+		return held, false
+	}
+	for i, c := range cmds {
+		held[i] = c.Val()
+	}
+	return held, false
+}
+
+// releaseMany is release for a batch, in one round trip.
+func (l *leases) releaseMany(ctx context.Context, ks []leaseKey, token string, timeout time.Duration) {
+	if len(ks) == 0 || !l.health.usable(time.Now()) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := l.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for _, k := range ks {
+			releaseScript.Eval(cctx, p, []string{l.key(k.id, k.attempt)}, token)
+		}
+		return nil
+	})
+	if err == redis.Nil {
+		err = nil
+	}
+	l.health.observe(ctx, err, time.Now())
+}

@@ -351,12 +351,9 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 // deadline passes — then the error goes back and the record's offset stays uncommitted.
 // Each write runs on a context detached from shutdown.
 func (l *lane) record(ctx context.Context, r *row, attempt int, started time.Time, o delivery.Outcome) error {
-	d := l.d
 	backoff := 100 * time.Millisecond
 	for {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbWriteTimeout)
-		ok, err := delivery.Record(wctx, d.pool, r.ID, attempt, started, o)
-		cancel()
+		ok, err := l.outcomes.record(delivery.Recording{ID: r.ID, Attempt: attempt, StartedAt: started, Outcome: o})
 		if err != nil && unreachable(err) {
 			l.log.Warn("record outcome: database unreachable, retrying", tracelog.Delivery(ctx, r.ID),
 				zap.Int("attempt", attempt), zap.String("outcome", o.AttemptClass), zap.Error(err))

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // errNotFound: the record names a delivery this database does not hold.
@@ -49,12 +50,15 @@ type row struct {
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
-// loadSQL reads a delivery, the parts of its notification a send needs, its template's
+// loadSelect reads deliveries, the parts of their notification a send needs, their template's
 // content, the user's contact, push tokens and quiet hours, in one round trip. "Due" and
 // "expired" are decided here by the database clock; now() comes back so that a retry time
 // computed later can be anchored on the same clock. Push tokens are only gathered for PUSH.
-const loadSQL = `
-SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
+// attempts and notifications are extra conditions on the attempt log's and the notification's
+// rows, where the statement bounds them to the partitions they can be in.
+func loadSelect(attempts, notifications, where string) string {
+	return `
+SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
        now(),
@@ -67,21 +71,31 @@ SELECT d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires
                                      ORDER BY pt.created_at), '[]')
            FROM push_token pt WHERE pt.user_id = n.user_id)
        END,
-       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts)
+       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `)
 FROM delivery d
-JOIN notification n ON n.id = d.notification_id
+JOIN notification n ON n.id = d.notification_id` + notifications + `
 LEFT JOIN template t ON t.name = n.template
 LEFT JOIN user_contact c ON c.user_id = n.user_id
 LEFT JOIN user_preference p ON p.user_id = n.user_id
-WHERE d.id = $1`
+WHERE ` + where
+}
+
+var (
+	// loadSQL reads one delivery.
+	loadSQL = loadSelect("", "", `d.id = $1`)
+	// loadDaySQL reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a
+	// batch of ids travels), their notifications within the bounds $2 ≤ id < $3 (the day
+	// before theirs and theirs: a delivery is made with its notification, so its id is not
+	// earlier and lies at most a midnight later) and their attempts by the same ids. Run on a
+	// custom plan (loadDay), every one of these conditions is a constant when PostgreSQL
+	// plans it, so the plan holds the partitions of the ids' day only (docs/architecture.md,
+	// "Partitions and retention").
+	loadDaySQL = loadSelect(` AND a.delivery_id = ANY($1::text[]::uuid[])`,
+		` AND n.id >= $2::text::uuid AND n.id < $3::text::uuid`, `d.id = ANY($1::text[]::uuid[])`)
+)
 
 func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
-	r := &row{ID: id, loadedAt: time.Now()}
-	err := pool.QueryRow(ctx, loadSQL, id).Scan(&r.NotificationID, &r.Channel, &r.Priority,
-		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
-		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
-		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+	r, err := scanRow(pool.QueryRow(ctx, loadSQL, id), time.Now())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -89,6 +103,68 @@ func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
 		return nil, fmt.Errorf("load delivery %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// loadMany reads the deliveries of ids, one query per UTC day of the ids (almost always
+// one); an id this database does not hold (or does not show yet) is missing from the result.
+// A batch of one (a HIGH record, a lane that is not busy) is read with loadSQL.
+func loadMany(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string]*row, error) {
+	out := make(map[string]*row, len(ids))
+	if len(ids) == 1 {
+		r, err := load(ctx, pool, ids[0])
+		if errors.Is(err, errNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[r.ID] = r
+		return out, nil
+	}
+	for day, of := range partition.ByDay(ids) {
+		if err := loadDay(ctx, pool, day, of, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// loadDay reads the deliveries ids of day into out with loadDaySQL, on a custom plan: the
+// statement goes unnamed (QueryExecModeExec), which PostgreSQL plans for the values at hand
+// every time. A generic plan cannot prune by id = ANY($1) and would hold every partition.
+func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []string, out map[string]*row) error {
+	at := time.Now()
+	rows, err := pool.Query(ctx, loadDaySQL, loadDayArgs(day, ids)...)
+	if err != nil {
+		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRow(rows, at)
+		if err != nil {
+			return fmt.Errorf("load %d deliveries of %s: scan: %w", len(ids), day, err)
+		}
+		out[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load %d deliveries of %s (first %s): %w", len(ids), day, ids[0], err)
+	}
+	return nil
+}
+
+// loadDayArgs are the arguments of loadDaySQL for the ids of day, the execution mode first.
+func loadDayArgs(day partition.Day, ids []string) []any {
+	return []any{pgx.QueryExecModeExec, ids, day.Add(-1).Lower().String(), day.Add(1).Lower().String()}
+}
+
+func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
+	r := &row{loadedAt: loadedAt}
+	err := s.Scan(&r.ID, &r.NotificationID, &r.Channel, &r.Priority,
+		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
+		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
+		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+	return r, err
 }
 
 // dropTokensSQL removes push tokens a provider reported as no longer valid. It only touches

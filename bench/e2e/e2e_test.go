@@ -304,13 +304,17 @@ func BenchmarkThroughputLimitsLifted(b *testing.B) {
 	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
 	b.ResetTimer()
+	before := s.dbStats(b)
 	s.insertBacklogAs(b, backlog, herald.PriorityNormal)
-	waitFor(b, 10*time.Minute, "every delivery sent", func() bool {
+	// The figure comes from the rows' own timestamps, so the wait may poll slowly: a count
+	// over the whole table every 20 ms would cost the database more than a delivery does.
+	waitForEvery(b, 10*time.Minute, 500*time.Millisecond, "every delivery sent", func() bool {
 		var sent int
 		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
 		return sent == backlog
 	})
 	b.StopTimer()
+	s.logDBStats(b, before, backlog)
 	var first, last time.Time
 	must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
 	calls := s.sender.Calls()
@@ -341,13 +345,51 @@ func maxInWindow(calls []dispatch.Call, w time.Duration) int {
 
 func waitFor(b *testing.B, timeout time.Duration, what string, cond func() bool) {
 	b.Helper()
+	waitForEvery(b, timeout, 20*time.Millisecond, what, cond)
+}
+
+func waitForEvery(b *testing.B, timeout, every time.Duration, what string, cond func() bool) {
+	b.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			b.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(every)
 	}
+}
+
+// dbStats is the benchmark database's activity so far (pg_stat_database).
+type dbStats struct{ commits, returned, fetched, inserted, updated int64 }
+
+func (s *stack) dbStats(b *testing.B) dbStats {
+	b.Helper()
+	var st dbStats
+	ctx := context.Background()
+	_, err := s.pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+	must(b, err)
+	must(b, s.pool.QueryRow(ctx, `SELECT xact_commit, tup_returned, tup_fetched, tup_inserted, tup_updated
+		FROM pg_stat_database WHERE datname = current_database()`).
+		Scan(&st.commits, &st.returned, &st.fetched, &st.inserted, &st.updated))
+	return st
+}
+
+// logDBStats logs the database work per delivery since before: commits (of every session,
+// the backlog's own inserts included), rows read and rows written. The counters reach
+// pg_stat_database when each session flushes its statistics (within a second or so), so
+// they are approximate.
+func (s *stack) logDBStats(b *testing.B, before dbStats, n int) {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	after := s.dbStats(b)
+	for time.Now().Before(deadline) { // let idle sessions flush
+		time.Sleep(500 * time.Millisecond)
+		after = s.dbStats(b)
+	}
+	per := func(a, b int64) float64 { return float64(a-b) / float64(n) }
+	b.Logf("database per delivery: %.2f commits, %.1f rows returned by scans, %.1f rows fetched by index, "+
+		"%.2f rows inserted, %.2f rows updated", per(after.commits, before.commits), per(after.returned, before.returned),
+		per(after.fetched, before.fetched), per(after.inserted, before.inserted), per(after.updated, before.updated))
 }
 
 func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {

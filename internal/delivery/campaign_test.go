@@ -92,7 +92,7 @@ WHERE n.campaign_id = $1 AND d.status = 'PENDING'`, other).Scan(&otherPending))
 }
 
 // A delivery that was SENDING when its campaign was cancelled does not go back to PENDING,
-// whichever way it leaves SENDING (a retry, a deferral, the reaper): it ends
+// whichever way it leaves SENDING (a retry, a batch retry, a deferral, the reaper): it ends
 // CANCELLED, so no later provider call starts for the campaign. Another campaign's delivery
 // goes back to PENDING as before.
 func TestSendingRowOfACancelledCampaignEndsCancelled(t *testing.T) {
@@ -132,7 +132,13 @@ VALUES ($1, $2, $3, '\x01', '{}', 'c', 'promo', 'marketing', '{SMS}', 'LOW', 'us
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
-	_, err := delivery.ReapSending(ctx, pool, 0, 100)
+	done, err := delivery.RecordBatch(ctx, pool, []delivery.Recording{
+		{ID: c[2], Attempt: 1, StartedAt: started, Outcome: retry},
+		{ID: l[2], Attempt: 1, StartedAt: started, Outcome: retry},
+	})
+	require.NoError(t, err)
+	require.Len(t, done, 2)
+	_, err = delivery.ReapSending(ctx, pool, 0, 100)
 	require.NoError(t, err)
 
 	for i, id := range c {

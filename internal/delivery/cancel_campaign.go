@@ -44,7 +44,19 @@ func CancelCampaign(ctx context.Context, db DB, campaignID uuid.UUID) (int64, er
 // lots lock the row FOR NO KEY UPDATE, which KEY SHARE does not wait for. A notification
 // without a campaign joins no row: PENDING.
 func backToPending(alias string) string {
+	return backToPendingWithin(alias, "", "")
+}
+
+// backToPendingWithin is backToPending reading the notification only between the SQL uuid
+// expressions lo (inclusive) and hi (exclusive), when they are not empty: bounds a statement
+// of many rows knows at planning time, so that the read holds the partitions of those days
+// only.
+func backToPendingWithin(alias, lo, hi string) string {
+	within := ""
+	if lo != "" {
+		within = ` AND n.id >= ` + lo + ` AND n.id < ` + hi
+	}
 	return `CASE WHEN (SELECT c.status FROM notification n JOIN campaign c ON c.id = n.campaign_id
-                   WHERE n.id = ` + alias + `.notification_id FOR KEY SHARE OF c) = 'CANCELLED'
+                   WHERE n.id = ` + alias + `.notification_id` + within + ` FOR KEY SHARE OF c) = 'CANCELLED'
             THEN 'CANCELLED' ELSE 'PENDING' END`
 }

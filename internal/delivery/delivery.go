@@ -11,6 +11,9 @@
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
 //
+// Claim and Record have batch forms, ClaimBatch and RecordBatch: the same compare-and-set
+// per row, for many rows in one statement and one commit.
+//
 // Every write is a conditional UPDATE on the state the caller last saw (status, attempt
 // number, and for the relay the exact row version): a late worker, a late relay or a late
 // reaper matches nothing and changes nothing. Times that decide "due" and "expired" are the

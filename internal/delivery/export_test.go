@@ -2,3 +2,11 @@ package delivery
 
 // DueSQLForTest lets the tests EXPLAIN the sweeper's query.
 const DueSQLForTest = dueSQL
+
+// The batch statements and their arguments, for the tests that EXPLAIN them.
+var (
+	ClaimBatchSQLForTest   = claimBatchSQL
+	RecordBatchSQLForTest  = recordBatchSQL
+	ClaimBatchArgsForTest  = claimBatchArgs
+	RecordBatchArgsForTest = recordBatchArgs
+)

@@ -33,6 +33,21 @@ func idMillis(id uuid.UUID) int64 {
 	return int64(binary.BigEndian.Uint64(b[:]))
 }
 
+// ByDay groups ids (UUIDv7s in text) by the UTC day they were made: the ids of one group
+// have their rows in the same day's partitions. An id that does not parse goes to the zero
+// Day, whose partitions hold nothing.
+func ByDay(ids []string) map[Day][]string {
+	out := make(map[Day][]string, 1)
+	for _, s := range ids {
+		var d Day
+		if id, err := uuid.Parse(s); err == nil {
+			d = DayOfID(id)
+		}
+		out[d] = append(out[d], s)
+	}
+	return out
+}
+
 // Time is the day's midnight UTC.
 func (d Day) Time() time.Time { return time.Time(d) }
 

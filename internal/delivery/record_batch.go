@@ -1,0 +1,130 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald"
+)
+
+// Recording is one claimed attempt's outcome, for RecordBatch.
+type Recording struct {
+	ID        string
+	Attempt   int
+	StartedAt time.Time
+	Outcome   Outcome
+}
+
+// recordBatchSQL is the four outcome statements of Record (sentSQL, retrySQL, failSQL,
+// expiredSQL) for many attempts in one statement and one commit: a conditional UPDATE on
+// (id, SENDING, attempt) per row, and one attempt row for each row it matched. A row that
+// moved on (reaped, re-claimed) matches nothing and gets no attempt row, exactly as with
+// Record. The outcomes travel as parallel arrays through unnest; the new status picks, per
+// row, which columns change the way the single statements change them.
+//
+// The statement reads delivery by d.id = ANY($1) and the notifications of a retry's campaign
+// check (backToPending) between the day before the lowest id's ($11) and the day of the
+// highest id's ($12) (a delivery is made with its notification, so its id is not earlier and
+// lies at most a midnight later; herald_day_bound and herald_uuid_day are partition.Day's
+// arithmetic in SQL). Run on a custom plan (RecordBatch), every one of these is a constant
+// when PostgreSQL plans the statement, which then holds the partitions of the ids' days only.
+var recordBatchSQL = `
+WITH o AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::text[], $9::text[], $10::float8[])
+        AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs)),
+d AS (
+    UPDATE delivery AS d
+       SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPendingWithin("d",
+	`herald_day_bound(herald_uuid_day($11::text::uuid) - 1)`, `herald_day_bound(herald_uuid_day($12::text::uuid) + 1)`) + ` ELSE o.status END,
+           sent_at = CASE WHEN o.status = 'SENT' THEN now() ELSE d.sent_at END,
+           provider = CASE o.status WHEN 'SENT' THEN o.provider WHEN 'EXPIRED' THEN d.provider
+                                    ELSE coalesce(o.provider, d.provider) END,
+           provider_message_id = CASE WHEN o.status = 'SENT' THEN o.provider_message_id ELSE d.provider_message_id END,
+           last_error = CASE WHEN o.status = 'SENT' THEN NULL ELSE o.error END,
+           next_attempt_at = CASE WHEN o.status = 'PENDING' THEN now() + make_interval(secs => o.retry_secs)
+                                  ELSE d.next_attempt_at END
+      FROM o
+     WHERE d.id = ANY($1::text[]::uuid[]) AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
+    RETURNING d.id, d.attempts, d.status, d.next_attempt_at)
+INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error, provider, provider_code, next_attempt_at)
+SELECT d.id, d.attempts, o.started_at, o.outcome, o.error, o.provider, o.provider_code,
+       CASE WHEN d.status = 'PENDING' THEN d.next_attempt_at END
+  FROM d JOIN o ON o.id::uuid = d.id
+RETURNING delivery_id::text`
+
+// RecordBatch writes the outcomes of rs (recordBatchSQL) and returns the ids whose outcome
+// was recorded; an id missing from the result was no longer its attempt's. Each id may
+// appear once. The statement goes unnamed (pgx.QueryExecModeExec), which PostgreSQL plans for
+// the values at hand on every call: a generic plan would hold every day's partitions.
+func RecordBatch(ctx context.Context, db DB, rs []Recording) (map[string]struct{}, error) {
+	out := make(map[string]struct{}, len(rs))
+	if len(rs) == 0 {
+		return out, nil
+	}
+	args, err := recordBatchArgs(rs)
+	if err != nil {
+		return nil, err
+	}
+	n := len(rs)
+	rows, err := db.Query(ctx, recordBatchSQL, args...)
+	if err != nil {
+		return nil, fmt.Errorf("record %d outcomes (first %s): %w", n, rs[0].ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("record %d outcomes: scan: %w", n, err)
+		}
+		out[id] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record %d outcomes (first %s): %w", n, rs[0].ID, err)
+	}
+	return out, nil
+}
+
+// recordBatchArgs are the arguments of recordBatchSQL for rs, the execution mode first.
+func recordBatchArgs(rs []Recording) ([]any, error) {
+	n := len(rs)
+	ids, statuses, classes := make([]string, n), make([]string, n), make([]string, n)
+	attempts := make([]int32, n)
+	started := make([]time.Time, n)
+	errs, providers, codes, providerIDs := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	retry := make([]float64, n)
+	seen := make(map[string]struct{}, n)
+	var lo, hi uuid.UUID
+	for i, r := range rs {
+		switch r.Outcome.Status {
+		case herald.StatusSent, herald.StatusPending, herald.StatusFailed, herald.StatusExpired:
+		default:
+			return nil, fmt.Errorf("record delivery %s attempt %d: unexpected status %s", r.ID, r.Attempt, r.Outcome.Status)
+		}
+		if _, dup := seen[r.ID]; dup {
+			return nil, fmt.Errorf("record %d outcomes: delivery %s appears twice", n, r.ID)
+		}
+		seen[r.ID] = struct{}{}
+		id, err := uuid.Parse(r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("record delivery %s attempt %d: %w", r.ID, r.Attempt, err)
+		}
+		if i == 0 || bytes.Compare(id[:], lo[:]) < 0 {
+			lo = id
+		}
+		if i == 0 || bytes.Compare(id[:], hi[:]) > 0 {
+			hi = id
+		}
+		o := r.Outcome
+		ids[i], attempts[i], started[i], statuses[i], classes[i] = r.ID, int32(r.Attempt), r.StartedAt, string(o.Status), o.AttemptClass
+		errs[i], providers[i], codes[i], providerIDs[i] = nullable(o.Error), nullable(o.Provider), nullable(o.ProviderCode), nullable(o.ProviderID)
+		retry[i] = o.RetryIn.Seconds()
+	}
+	return []any{pgx.QueryExecModeExec, ids, attempts, started, statuses, classes,
+		errs, providers, codes, providerIDs, retry, lo.String(), hi.String()}, nil
+}
