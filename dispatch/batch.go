@@ -178,12 +178,17 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 	if err != nil {
 		claimed = nil // every one goes the per-record way, which retries
 	}
-	var mine, lost []*candidate
-	var mu sync.Mutex // guards mine
+	var lost []*candidate
 	var sends sync.WaitGroup
+	// send makes one claimed attempt and releases its lease as soon as the attempt is over,
+	// as the per-record path does: not when the batch's slowest send ends, since a record of
+	// the same attempt (one a rate-limit deferral handed back and the sweeper published again)
+	// would find the lease taken and be dropped as another worker's; and before a failed pass
+	// is retried by handle, which takes the lease again.
 	send := func(c *candidate, cl delivery.Claimed) {
 		c.m.Attempt = cl.Attempt
 		err := l.send(c.ctx, c.r, c.m, c.sender, cl.Attempt, cl.StartedAt)
+		release([]*candidate{c})
 		if err != nil {
 			c.span.RecordError(err)
 			c.span.SetStatus(codes.Error, "dispatch failed")
@@ -197,7 +202,6 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 	}
 	for _, c := range leased {
 		if cl, ok := claimed[c.r.ID]; ok {
-			mine = append(mine, c)
 			sends.Add(1)
 			go func() {
 				defer sends.Done()
@@ -223,9 +227,6 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 				alone(c.it)
 				return
 			}
-			mu.Lock()
-			mine = append(mine, c)
-			mu.Unlock()
 			send(c, delivery.Claimed{Attempt: att, StartedAt: started})
 		}()
 	}
@@ -237,7 +238,6 @@ func (l *lane) claimAndSend(ctx context.Context, ready []*candidate, finish func
 		alone(c.it)
 	}
 	sends.Wait()
-	release(mine)
 }
 
 // claimAll claims seen with delivery.ClaimBatch; a batch of one (a HIGH record, a lane that is

@@ -3,9 +3,16 @@ package deliverytest
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/partition"
 )
 
 // PlannedRelations runs EXPLAIN (ANALYZE, FORMAT JSON) of sql with args (which may begin with
@@ -14,10 +21,21 @@ import (
 // planned, opened and locked for the statement. Partitions pruned at planning are missing.
 func PlannedRelations(t testing.TB, db Beginner, sql string, args ...any) []string {
 	t.Helper()
+	return PlannedRelationsAfter(t, db, nil, sql, args...)
+}
+
+// PlannedRelationsAfter is PlannedRelations with setup statements run first in its
+// transaction (e.g. "SET LOCAL plan_cache_mode = force_generic_plan").
+func PlannedRelationsAfter(t testing.TB, db Beginner, setup []string, sql string, args ...any) []string {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // a read-only look: nothing to keep
+	for _, s := range setup {
+		_, err := tx.Exec(ctx, s)
+		require.NoError(t, err)
+	}
 	var plan []byte
 	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan))
 	var doc []map[string]any
@@ -35,4 +53,51 @@ func PlannedRelations(t testing.TB, db Beginner, sql string, args ...any) []stri
 	}
 	walk(doc[0]["Plan"].(map[string]any))
 	return out
+}
+
+var dailyPartition = regexp.MustCompile(`^(notification|delivery|delivery_attempt)_[0-9]{8}$`)
+
+// RequireOnlyPartitionsOf fails unless every daily partition in relations is one of allowed
+// and the first of allowed is among them.
+func RequireOnlyPartitionsOf(t testing.TB, relations []string, allowed ...string) {
+	t.Helper()
+	require.Contains(t, relations, allowed[0], "the statement read none of its rows' partitions")
+	for _, r := range relations {
+		if dailyPartition.MatchString(r) {
+			require.Contains(t, allowed, r, "a partition of another day in the plan: %v", relations)
+		}
+	}
+}
+
+// OldDay creates the partitions of the day 20 days before the database's today and of the
+// day before it, and returns that day: the setting of tests that prove a statement about old
+// rows holds only their days' partitions.
+func OldDay(t testing.TB, db delivery.DB) partition.Day {
+	t.Helper()
+	ctx := context.Background()
+	var now time.Time
+	require.NoError(t, db.QueryRow(ctx, `SELECT now()`).Scan(&now))
+	day := partition.DayOf(now).Add(-20)
+	for _, d := range []partition.Day{day.Add(-1), day} {
+		_, err := db.Exec(ctx, `SELECT herald_create_partitions($1::date)`, d.Time())
+		require.NoError(t, err)
+	}
+	return day
+}
+
+// InsertAt writes a PENDING, due NORMAL SMS delivery whose id was made at dAt, for a
+// notification of client made at nAt, and returns the notification's and the delivery's ids.
+func InsertAt(t testing.TB, db delivery.DB, client string, nAt, dAt time.Time) (notificationID, deliveryID string) {
+	t.Helper()
+	nid, err := IDAt(nAt)
+	require.NoError(t, err)
+	did, err := IDAt(dAt)
+	require.NoError(t, err)
+	ok, err := delivery.Insert(context.Background(), db, delivery.Notification{ID: nid, ClientID: client,
+		IdempotencyKey: uuid.NewString(), RequestHash: []byte{1}, UserID: 5, Template: "otp", Category: "security",
+		Priority: herald.PriorityNormal, Response: []byte(`{}`),
+		Deliveries: []delivery.New{{ID: did, Channel: herald.ChannelSMS}}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	return nid.String(), did.String()
 }
