@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -66,28 +65,5 @@ func TestGetNotificationOfAnOldDayReadsOnePartition(t *testing.T) {
 // not appear).
 func explainedRelations(t *testing.T, e *env, mode, sql string, args ...any) []string {
 	t.Helper()
-	ctx := context.Background()
-	var plan []byte
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan)
-	})
-	require.NoError(t, err)
-	var doc []map[string]any
-	require.NoError(t, json.Unmarshal(plan, &doc))
-	var out []string
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		if r, ok := node["Relation Name"].(string); ok {
-			out = append(out, r)
-		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
-		}
-	}
-	walk(doc[0]["Plan"].(map[string]any))
-	return out
+	return deliverytest.PlannedRelationsAfter(t, e.pool, []string{"SET LOCAL plan_cache_mode = " + mode}, sql, args...)
 }
