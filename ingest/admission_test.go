@@ -59,15 +59,10 @@ func TestAdmissionReservesSlotsForHigh(t *testing.T) {
 	require.NoError(t, err)
 	held := a.holdSlots(t, herald.PriorityNormal, 3)
 
-	// HIGH: admitted at once. The deadline only keeps a broken admission from hanging.
-	ctx, cancel := context.WithTimeout(context.Background(), wait/2)
-	defer cancel()
-	releaseHigh, err := a.admit(ctx, herald.PriorityHigh)
-	require.NoError(t, err, "a HIGH request takes the reserved slot without waiting")
-
+	// One slot is free, but it is HIGH's: NORMAL and LOW are refused after the queue wait.
 	for _, p := range []herald.Priority{herald.PriorityNormal, herald.PriorityLow} {
 		start := time.Now()
-		_, err = a.admit(context.Background(), p)
+		_, err := a.admit(context.Background(), p)
 		var ae *apiError
 		require.ErrorAs(t, err, &ae, "%s", p)
 		require.Equal(t, codeOverloaded, ae.code)
@@ -75,6 +70,13 @@ func TestAdmissionReservesSlotsForHigh(t *testing.T) {
 		require.Equal(t, "1", ae.retryAfter)
 		require.GreaterOrEqual(t, time.Since(start), wait, "%s is refused only after the queue wait", p)
 	}
+
+	// HIGH: admitted at once to the slot NORMAL and LOW could not take. The deadline only
+	// keeps a broken admission from hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), wait/2)
+	defer cancel()
+	releaseHigh, err := a.admit(ctx, herald.PriorityHigh)
+	require.NoError(t, err, "a HIGH request takes the reserved slot without waiting")
 
 	// Every slot taken: a HIGH request waits as long as its client, then gives up.
 	ctx, cancel = context.WithTimeout(context.Background(), 2*wait)
