@@ -27,19 +27,24 @@ type API struct {
 	// loses migrations, and the check takes the migration lock.
 	migrated atomic.Bool
 	keys     *authCache
+	admit    *admission
 }
 
 // New returns the API. pool must point at a migrated herald database.
 func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	if pool == nil {
 		return nil, errors.New("ingest: nil pool")
 	}
+	cfg.setDefaults(int(pool.Config().MaxConns))
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = zap.NewNop()
+	}
+	admit, err := newAdmission(cfg.AdmissionSlots, cfg.AdmissionHighReserve, cfg.AdmissionWait, otel.Meter(instrumentationName))
+	if err != nil {
+		return nil, err
 	}
 	return &API{
 		cfg:    cfg,
@@ -47,6 +52,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 		log:    log.With(zap.String("component", "ingest")),
 		tracer: otel.Tracer(instrumentationName),
 		keys:   newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
+		admit:  admit,
 	}, nil
 }
 

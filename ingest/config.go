@@ -25,6 +25,16 @@ type Config struct {
 	// again, and so how long a revoked key may still work. Negative disables the cache.
 	// Default 5 s.
 	AuthCacheTTL time.Duration
+	// AdmissionSlots is how many POST /api/notifications requests may do database work at
+	// once (admission.go); the others wait for a slot. Default: the MaxConns of the pool
+	// given to New, so that admitted requests do not queue for a connection.
+	AdmissionSlots int
+	// AdmissionHighReserve is how many of the AdmissionSlots only HIGH requests may take.
+	// Default max(1, AdmissionSlots/4), less than AdmissionSlots.
+	AdmissionHighReserve int
+	// AdmissionWait is how long a NORMAL or LOW request waits for a slot before it is
+	// answered 503 overloaded. A HIGH request waits as long as its client. Default 500 ms.
+	AdmissionWait time.Duration
 }
 
 // Defaults.
@@ -33,12 +43,14 @@ const (
 	DefaultMaxPayloadBytes = 16 << 10
 	DefaultReadyTimeout    = 2 * time.Second
 	DefaultAuthCacheTTL    = 5 * time.Second
+	DefaultAdmissionWait   = 500 * time.Millisecond
 )
 
 // authCacheEntries bounds the API key cache.
 const authCacheEntries = 10000
 
-func (c *Config) setDefaults() {
+// setDefaults fills the zero fields; poolConns is the MaxConns of the API's pool.
+func (c *Config) setDefaults(poolConns int) {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -50,6 +62,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.AuthCacheTTL == 0 {
 		c.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if c.AdmissionSlots == 0 {
+		c.AdmissionSlots = poolConns
+	}
+	if c.AdmissionHighReserve == 0 {
+		c.AdmissionHighReserve = min(max(1, c.AdmissionSlots/4), c.AdmissionSlots-1)
+	}
+	if c.AdmissionWait == 0 {
+		c.AdmissionWait = DefaultAdmissionWait
 	}
 }
 
@@ -66,6 +87,16 @@ func (c *Config) validate() error {
 	}
 	if c.ReadyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReadyTimeout %s: must not be negative", c.ReadyTimeout))
+	}
+	if c.AdmissionSlots < 1 {
+		errs = append(errs, fmt.Errorf("AdmissionSlots %d: must be at least 1", c.AdmissionSlots))
+	}
+	if c.AdmissionHighReserve < 0 || c.AdmissionHighReserve >= c.AdmissionSlots {
+		errs = append(errs, fmt.Errorf("AdmissionHighReserve %d: must be at least 0 and less than AdmissionSlots %d",
+			c.AdmissionHighReserve, c.AdmissionSlots))
+	}
+	if c.AdmissionWait < 0 {
+		errs = append(errs, fmt.Errorf("AdmissionWait %s: must not be negative", c.AdmissionWait))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ingest config: %w", errors.Join(errs...))

@@ -45,6 +45,7 @@ func unrecorded(t testing.TB) {
 // env is one test's API on its own fresh database, with one API client.
 type env struct {
 	t        testing.TB
+	api      *API
 	pool     *pgxpool.Pool
 	srv      *httptest.Server
 	key      string
@@ -64,7 +65,7 @@ func newEnvWith(t testing.TB, cfg Config, log *zap.Logger) *env {
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	e := &env{t: t, pool: pool, srv: srv}
+	e := &env{t: t, api: api, pool: pool, srv: srv}
 	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())
 	require.NoError(t, err)
 	e.clientID, e.key = c.ID, c.Key

@@ -25,6 +25,7 @@ const (
 	codeAudienceTooLarge     = "audience_too_large"     // 413
 	codeCampaignConflict     = "campaign_conflict"      // 409
 	codeNotReady             = "not_ready"              // 503
+	codeOverloaded           = "overloaded"             // 503
 	codeInternal             = "internal"               // 500
 )
 
@@ -55,6 +56,8 @@ type apiError struct {
 	title  string
 	detail string
 	fields []fieldError
+	// retryAfter is the Retry-After header of the answer, in seconds; empty for none.
+	retryAfter string
 }
 
 func (e *apiError) Error() string {
@@ -90,6 +93,9 @@ func writeProblem(w http.ResponseWriter, e *apiError) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	if e.retryAfter != "" {
+		w.Header().Set("Retry-After", e.retryAfter)
+	}
 	w.WriteHeader(e.status)
 	_ = json.NewEncoder(w).Encode(p)
 }

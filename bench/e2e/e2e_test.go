@@ -65,10 +65,19 @@ func startStack(b *testing.B, o options) *stack {
 	}
 	otel.SetTracerProvider(o.tracer)
 	ctx, cancel := context.WithCancel(context.Background())
-	// Pools as herald serve sizes them: one for ingest and dispatch, a small one for the relay.
+	// Pools as herald serve sizes them: one for ingest (and the expander), one for dispatch
+	// with a connection per lane worker and four more, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
 	s := &stack{pool: newPool(b, dbURL, o.poolConns), cancel: cancel}
 	relayPool := newPool(b, dbURL, 4)
+	workers := 4
+	for p, l := range dispatch.DefaultLanes {
+		if n := o.concurrency[p]; n > 0 {
+			l.Concurrency = n
+		}
+		workers += l.Concurrency
+	}
+	dispatchPool := newPool(b, dbURL, int32(workers))
 	b.Cleanup(s.stop)
 	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2})
 	rdb, prefix := stacktest.Redis(b)
@@ -109,7 +118,7 @@ func startStack(b *testing.B, o options) *stack {
 		Lanes:       lanes,
 		RateLimits:  limits,
 		RedisPrefix: prefix,
-	}, s.pool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
+	}, dispatchPool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
 	must(b, err)
 
 	runs := []func(context.Context) error{relay.Run, d.Run}

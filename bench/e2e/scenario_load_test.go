@@ -35,6 +35,14 @@ var loadClient = &http.Client{
 	},
 }
 
+// otpClient sends the HIGH notifications: an OTP comes from its own service (sign-in, auth),
+// with connections of its own, not from the client that bursts marketing traffic; sharing
+// loadClient's connections would measure the generator's queue, not herald's.
+var otpClient = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+}
+
 // openLoop calls fire(i, due) in its own goroutine at each due time start + i/rate until
 // stop(due) says so, and waits for every call to return. It returns how many it fired.
 func openLoop(ctx context.Context, start time.Time, rate float64, stop func(due time.Time) bool, fire func(i int, due time.Time)) int {
@@ -70,8 +78,8 @@ func notificationBody(prio herald.Priority) string {
 		`"payload":{"code":"123456"},"to":{"phone":"+15550000001"}}`, prio)
 }
 
-// postNotification sends one notification through the API with loadClient and the given
-// extra headers. It returns the delivery id on 202, or why it was refused: "http <status>",
+// postNotification sends one notification through the API with loadClient (otpClient for
+// HIGH) and the given extra headers. It returns the delivery id on 202, or why it was refused: "http <status>",
 // "timeout" or "error".
 func (s *stack) postNotification(ctx context.Context, idem string, prio herald.Priority, header map[string]string) (id, refused string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/notifications", strings.NewReader(notificationBody(prio)))
@@ -84,7 +92,11 @@ func (s *stack) postNotification(ctx context.Context, idem string, prio herald.P
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := loadClient.Do(req)
+	client := loadClient
+	if prio == herald.PriorityHigh {
+		client = otpClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {

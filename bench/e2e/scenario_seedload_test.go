@@ -99,7 +99,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 
 	// The backlog, sampled every second: deliveries waiting for the relay or a worker.
 	backlog := &result.PerSecond{T0: start}
-	// The shared pool of ingest and dispatch (as herald serve has it), sampled with the
+	// The API's pool (dispatch has its own, as in herald serve), sampled with the
 	// backlog: the mean wait of an acquire that found no idle connection, per second.
 	poolWait := &result.PerSecond{T0: start}
 	lastStat := s.pool.Stat()
@@ -232,7 +232,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	peakAccepted := accepted.Peak()
 	mu.Unlock()
 	r.Chart(rates)
-	r.Chart(result.Chart{File: "pool-wait-over-time", Title: fmt.Sprintf("the shared PostgreSQL pool (%d connections, ingest and dispatch): "+
+	r.Chart(result.Chart{File: "pool-wait-over-time", Title: fmt.Sprintf("the API's PostgreSQL pool (%d connections): "+
 		"mean wait of an acquire that found none idle, per second", s.pool.Config().MaxConns),
 		Kind: "line", XLabel: "seconds since the load began", YLabel: "ms", Series: []result.Series{poolSeries}})
 	r.Add(result.Figure{Name: "max mean pool acquire wait in a second", Value: maxPoolWait, Unit: "ms", Better: "lower"})

@@ -64,8 +64,8 @@ func (v seedVerdict) notes() []string {
 			v.maxBacklog, v.left, v.drainCap, v.sentRate, time.Duration(float64(v.left)/max(v.sentRate, 1)*float64(time.Second)).Round(time.Second)))
 	}
 	if v.maxPoolWait >= 100 {
-		out = append(out, fmt.Sprintf("The PostgreSQL pool that ingest and dispatch share (%d connections) ran out: in the "+
-			"worst second an acquire waited %.0f ms on average, so provider calls waited behind API requests for a connection.",
+		out = append(out, fmt.Sprintf("The API's PostgreSQL pool (%d connections) ran out: in the "+
+			"worst second an acquire waited %.0f ms on average, so POSTs queued for a connection.",
 			v.poolConns, v.maxPoolWait))
 	}
 	verdict := "meets"

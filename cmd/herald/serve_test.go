@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -39,4 +41,24 @@ func TestServeRejectsSendingLeaseShorterThanSendHold(t *testing.T) {
 	// With limits, a LOW delivery may wait 10 s for capacity before its 30 s call.
 	require.ErrorContains(t, parse("--relay-sending-lease", "40s", "--send-timeout", "30s", "--rate-limits", "sms:twilio=5"),
 		"--relay-sending-lease")
+}
+
+// The admission flags and their variables reach ingest.Config; 0 leaves the default that
+// ingest.New derives from the pool.
+func TestServeAdmissionFlags(t *testing.T) {
+	t.Setenv("HERALD_ADMISSION_HIGH_RESERVE", "3")
+	var c serveConfig
+	f := newFlags("serve")
+	c.register(f)
+	require.NoError(t, f.Parse([]string{"--admission-slots", "12", "--admission-wait", "250ms"}))
+	require.Equal(t, 12, c.Ingest.AdmissionSlots)
+	require.Equal(t, 3, c.Ingest.AdmissionHighReserve)
+	require.Equal(t, 250*time.Millisecond, c.Ingest.AdmissionWait)
+
+	c = serveConfig{}
+	f = newFlags("serve")
+	c.register(f)
+	require.NoError(t, f.Parse(nil))
+	require.Equal(t, ingest.Config{AuthCacheTTL: ingest.DefaultAuthCacheTTL, AdmissionHighReserve: 3,
+		AdmissionWait: ingest.DefaultAdmissionWait}, c.Ingest)
 }

@@ -1,0 +1,118 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/heraldhq/herald"
+)
+
+// admission bounds the POST /api/notifications requests that do database work at once, so
+// that a burst beyond what PostgreSQL takes is refused at once (503 overloaded) instead of
+// queueing for a pool connection until clients time out, and so that a HIGH request never
+// waits behind NORMAL or LOW ones.
+//
+// all has one slot per request that may work at once (Config.AdmissionSlots); shared has
+// all's slots less the HIGH reserve. A HIGH request takes a slot of all only, waiting as
+// long as its client does. A NORMAL or LOW request takes a slot of shared, then one of all,
+// both within the queue wait; at most shared's capacity of them hold or wait for a slot of
+// all, so the reserve is always left to HIGH.
+type admission struct {
+	all, shared *semaphore.Weighted
+	wait        time.Duration
+
+	admissions metric.Int64Counter       // by priority and result
+	inFlight   metric.Int64UpDownCounter // admitted requests holding a slot, by priority
+}
+
+// Admission results, the result attribute of herald.ingest.admissions.
+const (
+	admitted = "admitted" // the request got a slot
+	refused  = "refused"  // no slot within the queue wait: 503 overloaded
+	canceled = "canceled" // the client went away while the request waited
+)
+
+func newAdmission(slots, highReserve int, wait time.Duration, meter metric.Meter) (*admission, error) {
+	a := &admission{
+		all:    semaphore.NewWeighted(int64(slots)),
+		shared: semaphore.NewWeighted(int64(slots - highReserve)),
+		wait:   wait,
+	}
+	var err error
+	if a.admissions, err = meter.Int64Counter("herald.ingest.admissions",
+		metric.WithDescription("POST /api/notifications requests by priority and admission result (admitted, refused: "+
+			"503 overloaded, canceled: the client went away while waiting).")); err != nil {
+		return nil, fmt.Errorf("ingest metrics: %w", err)
+	}
+	if a.inFlight, err = meter.Int64UpDownCounter("herald.ingest.accepts_in_flight",
+		metric.WithDescription("POST /api/notifications requests holding an admission slot, by priority.")); err != nil {
+		return nil, fmt.Errorf("ingest metrics: %w", err)
+	}
+	return a, nil
+}
+
+// overloaded is the answer to a request refused for want of a slot. The client retries
+// with the same Idempotency-Key after Retry-After.
+func overloaded() *apiError {
+	e := newAPIError(http.StatusServiceUnavailable, codeOverloaded,
+		"the API is accepting all the notifications it can; retry with the same Idempotency-Key")
+	e.retryAfter = "1"
+	return e
+}
+
+// admit takes a slot for a request of priority p and returns the function that gives it
+// back. The error is overloaded() when a NORMAL or LOW request got no slot within the queue
+// wait, or ctx's error when the client went away first.
+func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(), err error) {
+	prio := attribute.String("priority", string(p))
+	defer func() {
+		result := admitted
+		switch {
+		case ctx.Err() != nil && err != nil:
+			result = canceled
+		case err != nil:
+			result = refused
+		}
+		a.admissions.Add(ctx, 1, metric.WithAttributes(prio, attribute.String("result", result)))
+	}()
+	if p == herald.PriorityHigh {
+		if err := a.all.Acquire(ctx, 1); err != nil {
+			return nil, fmt.Errorf("wait for an admission slot: %w", err)
+		}
+		return a.hold(prio, a.all.Release), nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.wait)
+	defer cancel()
+	if err := a.shared.Acquire(wctx, 1); err != nil {
+		return nil, a.waitError(ctx, err)
+	}
+	if err := a.all.Acquire(wctx, 1); err != nil {
+		a.shared.Release(1)
+		return nil, a.waitError(ctx, err)
+	}
+	return a.hold(prio, func(int64) { a.all.Release(1); a.shared.Release(1) }), nil
+}
+
+// waitError is the error of a NORMAL or LOW request whose wait ended with err.
+func (a *admission) waitError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("wait for an admission slot: %w", err)
+	}
+	return overloaded()
+}
+
+// hold counts an admitted request in flight and returns its release.
+func (a *admission) hold(prio attribute.KeyValue, release func(int64)) func() {
+	attrs := metric.WithAttributes(prio)
+	a.inFlight.Add(context.Background(), 1, attrs)
+	return func() {
+		a.inFlight.Add(context.Background(), -1, attrs)
+		release(1)
+	}
+}
