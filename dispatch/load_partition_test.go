@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -21,7 +22,7 @@ func TestBatchReadOfAnOldDayHoldsOnlyItsPartitions(t *testing.T) {
 	pool := stacktest.Postgres(t)
 	ctx := context.Background()
 	client := deliverytest.Client(t, pool)
-	day := deliverytest.OldDay(t, pool)
+	day := partition.DayOf(deliverytest.OldDay(t, pool))
 	notifications := map[string]string{}
 	var ids []string
 	for _, at := range [][2]time.Time{

@@ -10,6 +10,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -23,7 +24,7 @@ func TestBatchStatementsHoldOnlyTheirDaysPartitions(t *testing.T) {
 	pool := stacktest.Postgres(t)
 	ctx := context.Background()
 	client := deliverytest.Client(t, pool)
-	day := deliverytest.OldDay(t, pool)
+	day := partition.DayOf(deliverytest.OldDay(t, pool))
 	_, first := deliverytest.InsertAt(t, pool, client, day.Time().Add(9*time.Hour), day.Time().Add(9*time.Hour))
 	_, second := deliverytest.InsertAt(t, pool, client, day.Time().Add(-time.Millisecond), day.Time())
 	ids := []string{first, second}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
-	"github.com/heraldhq/herald/internal/partition"
 )
 
 // PlannedRelations runs EXPLAIN (ANALYZE, FORMAT JSON) of sql with args (which may begin with
@@ -69,17 +68,19 @@ func RequireOnlyPartitionsOf(t testing.TB, relations []string, allowed ...string
 	}
 }
 
-// OldDay creates the partitions of the day 20 days before the database's today and of the
-// day before it, and returns that day: the setting of tests that prove a statement about old
-// rows holds only their days' partitions.
-func OldDay(t testing.TB, db delivery.DB) partition.Day {
+// OldDay creates the partitions of the day 20 days before the database's today (UTC) and of
+// the day before it, and returns that day's midnight (UTC): the setting of tests that prove a
+// statement about old rows holds only their days' partitions. (It returns a time, not a
+// partition.Day, so that internal/partition's own tests may use this package.)
+func OldDay(t testing.TB, db delivery.DB) time.Time {
 	t.Helper()
 	ctx := context.Background()
 	var now time.Time
 	require.NoError(t, db.QueryRow(ctx, `SELECT now()`).Scan(&now))
-	day := partition.DayOf(now).Add(-20)
-	for _, d := range []partition.Day{day.Add(-1), day} {
-		_, err := db.Exec(ctx, `SELECT herald_create_partitions($1::date)`, d.Time())
+	y, m, d := now.UTC().Date()
+	day := time.Date(y, m, d-20, 0, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{day.AddDate(0, 0, -1), day} {
+		_, err := db.Exec(ctx, `SELECT herald_create_partitions($1::date)`, at)
 		require.NoError(t, err)
 	}
 	return day
