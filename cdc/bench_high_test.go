@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -22,29 +21,10 @@ import (
 func BenchmarkRelayHighDuringLowFlood(b *testing.B) {
 	const lowRate, lot, highRate, seconds = 5000, 1000, 50, 10
 	h := newHarness(b, nil)
-	hist := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
-	wal := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)   // commit → received
-	relay := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3) // received → ack
-	var mu sync.Mutex
-	h.startRelay(h.cfg, func(r *Relay) {
-		r.pub.ackHook = func(row deliveryRow, o origin, ackedAt time.Time) {
-			if o.source != sourceStream || row.Priority != herald.PriorityHigh {
-				return
-			}
-			mu.Lock()
-			_ = hist.RecordValue(ackedAt.Sub(o.commitTime).Microseconds())
-			_ = wal.RecordValue(max(1, o.receivedAt.Sub(o.commitTime).Microseconds()))
-			_ = relay.RecordValue(max(1, ackedAt.Sub(o.receivedAt).Microseconds()))
-			mu.Unlock()
-		}
-	})
+	acks := h.startRelayMeasuringAcks(func(row deliveryRow) bool { return row.Priority == herald.PriorityHigh })
 	h.waitAll(h.insert(rows{n: 10, priority: herald.PriorityHigh}), time.Minute)
 	h.waitAll(h.insert(rows{n: 10, priority: herald.PriorityLow}), time.Minute)
-	mu.Lock()
-	hist.Reset()
-	wal.Reset()
-	relay.Reset()
-	mu.Unlock()
+	acks.reset()
 
 	b.ResetTimer()
 	var ids []string
@@ -77,9 +57,9 @@ func BenchmarkRelayHighDuringLowFlood(b *testing.B) {
 	h.waitAll(ids, 2*time.Minute)
 	b.StopTimer()
 
-	mu.Lock()
-	defer mu.Unlock()
-	ms := func(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+	acks.mu.Lock()
+	defer acks.mu.Unlock()
+	hist, wal, relay := acks.total, acks.wal, acks.produce
 	b.ReportMetric(ms(hist, 50), "high-p50-ms")
 	b.ReportMetric(ms(hist, 99), "high-p99-ms")
 	b.ReportMetric(ms(hist, 100), "high-max-ms")

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -25,29 +24,10 @@ import (
 func BenchmarkRelayCommitToAckLatency(b *testing.B) {
 	const rate, seconds, workers = 1000, 10, 10
 	h := newHarness(b, nil)
-	hist := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
-	wal := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)   // commit → received
-	relay := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3) // received → ack
-	var mu sync.Mutex
-	h.startRelay(h.cfg, func(r *Relay) {
-		r.pub.ackHook = func(_ deliveryRow, o origin, ackedAt time.Time) {
-			if o.source != sourceStream {
-				return
-			}
-			mu.Lock()
-			_ = hist.RecordValue(ackedAt.Sub(o.commitTime).Microseconds())
-			_ = wal.RecordValue(max(1, o.receivedAt.Sub(o.commitTime).Microseconds()))
-			_ = relay.RecordValue(max(1, ackedAt.Sub(o.receivedAt).Microseconds()))
-			mu.Unlock()
-		}
-	})
+	acks := h.startRelayMeasuringAcks(nil)
 	// Warm up connections, metadata and producer IDs.
 	h.waitAll(h.insert(rows{n: 10, priority: herald.PriorityHigh}), time.Minute)
-	mu.Lock()
-	hist.Reset()
-	wal.Reset()
-	relay.Reset()
-	mu.Unlock()
+	acks.reset()
 
 	b.ResetTimer()
 	var ids []string
@@ -73,18 +53,17 @@ func BenchmarkRelayCommitToAckLatency(b *testing.B) {
 	h.waitAll(ids, time.Minute)
 	b.StopTimer()
 
-	mu.Lock()
-	defer mu.Unlock()
-	ms := func(q float64) float64 { return float64(hist.ValueAtQuantile(q)) / 1000 }
-	b.ReportMetric(ms(50), "p50-ms")
-	b.ReportMetric(ms(99), "p99-ms")
-	b.ReportMetric(ms(100), "max-ms")
+	acks.mu.Lock()
+	defer acks.mu.Unlock()
+	hist := acks.total
+	b.ReportMetric(ms(hist, 50), "p50-ms")
+	b.ReportMetric(ms(hist, 99), "p99-ms")
+	b.ReportMetric(ms(hist, 100), "max-ms")
 	b.ReportMetric(float64(len(ids))/elapsed.Seconds(), "rows/s")
 	b.Logf("commit → Kafka ack, %d rows at %.0f rows/s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms",
-		hist.TotalCount(), float64(len(ids))/elapsed.Seconds(), ms(50), ms(90), ms(99), ms(100))
+		hist.TotalCount(), float64(len(ids))/elapsed.Seconds(), ms(hist, 50), ms(hist, 90), ms(hist, 99), ms(hist, 100))
 	b.Logf("of which commit → relay received the transaction: p50 %.2f ms, p99 %.2f ms; received → Kafka ack: p50 %.2f ms, p99 %.2f ms",
-		float64(wal.ValueAtQuantile(50))/1000, float64(wal.ValueAtQuantile(99))/1000,
-		float64(relay.ValueAtQuantile(50))/1000, float64(relay.ValueAtQuantile(99))/1000)
+		ms(acks.wal, 50), ms(acks.wal, 99), ms(acks.produce, 50), ms(acks.produce, 99))
 }
 
 // BenchmarkRelayThroughput measures how fast the relay drains a backlog of 200,000 due rows

@@ -1,9 +1,7 @@
 package recovery
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -60,40 +58,11 @@ func startSim(b *testing.B, bin string, extra ...string) (env map[string]string,
 // simRecords returns every record of the simulator.
 func simRecords(b *testing.B, url string) []sim.Record {
 	b.Helper()
-	var all []sim.Record
-	var since int64
-	for {
-		var page struct {
-			Records []sim.Record `json:"records"`
-			Next    int64        `json:"next"`
-			Dropped int64        `json:"dropped"`
-		}
-		getJSON(b, fmt.Sprintf("%s/records?since=%d&limit=10000", url, since), &page)
-		if page.Dropped > 0 {
-			b.Fatalf("the simulator dropped %d records", page.Dropped)
-		}
-		if len(page.Records) == 0 {
-			return all
-		}
-		all = append(all, page.Records...)
-		since = page.Next
-	}
-}
-
-func getJSON(b *testing.B, url string, out any) {
-	b.Helper()
-	resp, err := http.Get(url)
+	recs, err := sim.FetchRecords(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("GET %s: %s: %s", url, resp.Status, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		b.Fatalf("GET %s: %v", url, err)
-	}
+	return recs
 }
 
 // serveArgs are the flags of every `herald serve` of one run: its own database, topics,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -170,22 +169,9 @@ func (s *simulator) stats(t *testing.T) map[string]sim.Stats {
 // records returns every record of the simulator.
 func (s *simulator) records(t *testing.T) []sim.Record {
 	t.Helper()
-	var all []sim.Record
-	var since int64
-	for {
-		var page struct {
-			Records []sim.Record `json:"records"`
-			Next    int64        `json:"next"`
-			Dropped int64        `json:"dropped"`
-		}
-		doJSON(t, http.MethodGet, fmt.Sprintf("%s/records?since=%d&limit=10000", s.url, since), "", "", &page, http.StatusOK)
-		require.Zero(t, page.Dropped, "the simulator dropped records")
-		if len(page.Records) == 0 {
-			return all
-		}
-		all = append(all, page.Records...)
-		since = page.Next
-	}
+	recs, err := sim.FetchRecords(t.Context(), s.url)
+	require.NoError(t, err)
+	return recs
 }
 
 // stack is one test's slice of the local stack: a database, topics, names, Redis prefix.
