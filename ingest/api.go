@@ -152,6 +152,13 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (a *API) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	if reason, ok := databaseUnavailable(err); ok && r.Context().Err() == nil {
+		// The driver's error names the host, user and database: the reason only is logged.
+		a.log.Warn("database unavailable", zap.String("method", r.Method), zap.String("route", routeOf(r)), zap.String("reason", reason))
+		trace.SpanFromContext(r.Context()).RecordError(errors.New("database unavailable: " + reason))
+		writeProblem(w, unavailable())
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads the answer.
 		a.log.Debug("request canceled", zap.String("method", r.Method), zap.Error(err))

@@ -26,6 +26,7 @@ const (
 	codeCampaignConflict     = "campaign_conflict"      // 409
 	codeNotReady             = "not_ready"              // 503
 	codeOverloaded           = "overloaded"             // 503
+	codeUnavailable          = "unavailable"            // 503: PostgreSQL unreachable (unavailable.go)
 	codeInternal             = "internal"               // 500
 )
 
