@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,11 +55,19 @@ type e2e struct {
 	pool *pgxpool.Pool
 	// first is the serve process newE2E started.
 	first *proc
+	// serveArgs are extra flags of every serve process.
+	serveArgs []string
 }
 
 func newE2E(t *testing.T, users int, simArgs ...string) *e2e {
 	t.Helper()
-	e := &e2e{st: newStack(t), addr: freeAddr(t)}
+	return newE2EWith(t, users, nil, simArgs...)
+}
+
+// newE2EWith is newE2E with extra flags for herald serve.
+func newE2EWith(t *testing.T, users int, serveArgs []string, simArgs ...string) *e2e {
+	t.Helper()
+	e := &e2e{st: newStack(t), addr: freeAddr(t), serveArgs: serveArgs}
 	// The simulator checks every webhook's signature with the secret of the test's client.
 	var secret string
 	e.key, secret = e.st.apiClient(t)
@@ -78,7 +87,7 @@ func newE2E(t *testing.T, users int, simArgs ...string) *e2e {
 }
 
 func (e *e2e) serve(t *testing.T, name string) *proc {
-	return e.st.serve(t, name, e.addr, e.sim, fastRecovery...)
+	return e.st.serve(t, name, e.addr, e.sim, append(slices.Clone(fastRecovery), e.serveArgs...)...)
 }
 
 func (e *e2e) put(t *testing.T, path, body string) {
