@@ -25,9 +25,10 @@ type API struct {
 	tracer trace.Tracer
 	// migrated latches true once /readyz saw no pending migration: a running process never
 	// loses migrations, and the check takes the migration lock.
-	migrated atomic.Bool
-	keys     *authCache
-	admit    *admission
+	migrated  atomic.Bool
+	keys      *authCache
+	admit     *admission
+	available channelSet
 }
 
 // New returns the API. pool must point at a migrated herald database.
@@ -47,12 +48,13 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 		return nil, err
 	}
 	return &API{
-		cfg:    cfg,
-		pool:   pool,
-		log:    log.With(zap.String("component", "ingest")),
-		tracer: otel.Tracer(instrumentationName),
-		keys:   newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
-		admit:  admit,
+		cfg:       cfg,
+		pool:      pool,
+		log:       log.With(zap.String("component", "ingest")),
+		tracer:    otel.Tracer(instrumentationName),
+		keys:      newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
+		admit:     admit,
+		available: newChannelSet(cfg.Channels),
 	}, nil
 }
 

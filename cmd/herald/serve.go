@@ -90,6 +90,16 @@ func (c *serveConfig) validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
+	if err := c.Senders.validate(c.has("dispatch")); err != nil {
+		return err
+	}
+	// Every role knows which channels the installation delivers: ingest suppresses the
+	// others (channel_unavailable), dispatch has a provider for each.
+	chans, err := c.Senders.channels()
+	if err != nil {
+		return err
+	}
+	c.Ingest.Channels, c.Expander.Channels = chans, chans
 	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
 	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
 	// worker call the provider while the first call is still running. Relay and dispatch may
@@ -374,12 +384,12 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	snd, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
+	routes, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}
 	rdb := redis.NewClient(ropts)
-	d, err := dispatch.New(cfg, pool, rdb, snd, log)
+	d, err := dispatch.New(cfg, pool, rdb, primaries(routes), log)
 	if err != nil {
 		rdb.Close()
 		closeSenders()
