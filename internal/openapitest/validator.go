@@ -103,9 +103,10 @@ func (v *Validator) Check(ctx context.Context, x Exchange) error {
 func (v *Validator) checkRequest(ctx context.Context, x Exchange, route *routers.Route, params map[string]string) error {
 	req := x.Request.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(x.RequestBody))
+	opts := &openapi3filter.Options{MultiError: true, AuthenticationFunc: bearerPresent}
+	opts.WithCustomSchemaErrorFunc(shortSchemaError)
 	return openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
-		Request: req, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: bearerPresent},
+		Request: req, PathParams: params, Route: route, Options: opts,
 	})
 }
 
@@ -119,11 +120,13 @@ func (v *Validator) checkResponse(ctx context.Context, x Exchange, route *router
 	}
 	req := x.Request.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(x.RequestBody))
+	opts := &openapi3filter.Options{MultiError: true, IncludeResponseStatus: true}
+	opts.WithCustomSchemaErrorFunc(shortSchemaError)
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
 		Status:                 x.Status,
 		Header:                 x.Header,
-		Options:                &openapi3filter.Options{MultiError: true, IncludeResponseStatus: true},
+		Options:                opts,
 	}
 	in.SetBodyBytes(x.Body)
 	return openapi3filter.ValidateResponse(ctx, in)
@@ -174,6 +177,25 @@ func refusedAsMalformed(x Exchange, route *routers.Route, code string) bool {
 func requestMediaType(r *http.Request) string {
 	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	return strings.TrimSpace(strings.ToLower(mt))
+}
+
+// shortSchemaError is a schema error without the schema and value it would print: the
+// failure message quotes the exchange, and a schema dump of a whole answer buries the reason.
+func shortSchemaError(err *openapi3.SchemaError) string {
+	if err.Origin != nil {
+		return err.Origin.Error() // the JSON Schema 2020-12 validator's reasons, with their paths
+	}
+	if c := err.Unwrap(); c != nil {
+		return c.Error()
+	}
+	reason := err.Reason
+	if reason == "" {
+		reason = "does not match the schema's " + err.SchemaField
+	}
+	if p := err.JSONPointer(); len(p) > 0 && !strings.Contains(reason, "at '") {
+		return "at /" + strings.Join(p, "/") + ": " + reason
+	}
+	return reason
 }
 
 func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
