@@ -61,25 +61,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 // Handler returns the HTTP handler serving every route of the API. Each request runs in
 // an OpenTelemetry server span (otelhttp) that continues an incoming W3C traceparent.
 func (a *API) Handler() http.Handler {
-	r := mux.NewRouter()
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, newAPIError(http.StatusNotFound, codeNotFound, "no such resource"))
-	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this resource"))
-	})
-	r.Use(nameSpan)
-
-	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
-
-	// The API routes sit on the root router, each behind authorize: a gorilla/mux subrouter
-	// answers 404 instead of 405 for a known path with the wrong method.
-	for _, rt := range routes(a) {
-		r.Handle(rt.path, a.authorize(rt.handler, rt.scopes...)).Methods(rt.method)
-	}
-
-	traced := otelhttp.NewHandler(r, "ingest",
+	traced := otelhttp.NewHandler(a.router(), "ingest",
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
@@ -93,6 +75,29 @@ func (a *API) Handler() http.Handler {
 		}
 		traced.ServeHTTP(w, r)
 	})
+}
+
+// router routes every path of the API (docs/openapi.yaml describes each; a test walks it).
+func (a *API) router() *mux.Router {
+	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newAPIError(http.StatusNotFound, codeNotFound, "no such resource"))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this resource"))
+	})
+	r.Use(nameSpan)
+
+	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/openapi.yaml", serveOpenAPI).Methods(http.MethodGet, http.MethodHead)
+
+	// The API routes sit on the root router, each behind authorize: a gorilla/mux subrouter
+	// answers 404 instead of 405 for a known path with the wrong method.
+	for _, rt := range routes(a) {
+		r.Handle(rt.path, a.authorize(rt.handler, rt.scopes...)).Methods(rt.method)
+	}
+	return r
 }
 
 // apiRoute is one API route and the scopes that may call it (any one of them suffices;

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -63,7 +64,7 @@ func newEnvWith(t testing.TB, cfg Config, log *zap.Logger) *env {
 	pool := stacktest.Postgres(t)
 	api, err := New(cfg, pool, log)
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, api: api, pool: pool, srv: srv}
 	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())

@@ -21,6 +21,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -132,7 +133,7 @@ func TestMigrationKeepsOldKeys(t *testing.T) {
 		req := httptest.NewRequest(rt.method, path, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		rec := httptest.NewRecorder()
-		api.Handler().ServeHTTP(rec, req)
+		openapitest.Handler(t, api.Handler()).ServeHTTP(rec, req)
 		require.NotEqual(t, http.StatusForbidden, rec.Code, "%s %s: %s", rt.method, path, rec.Body)
 		require.NotEqual(t, http.StatusUnauthorized, rec.Code, "%s %s: %s", rt.method, path, rec.Body)
 	}

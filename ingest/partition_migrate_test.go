@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -69,7 +70,7 @@ func TestPartitionMigrationKeepsRowsAndKeys(t *testing.T) {
 
 	api, err := New(Config{}, pool, zaptest.NewLogger(t))
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, srv: srv, key: c.Key, clientID: c.ID}
 

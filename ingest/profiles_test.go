@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/heraldhq/herald/internal/openapitest"
 )
 
 func TestUserProfile(t *testing.T) {
@@ -92,7 +94,7 @@ func TestHealth(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.pool.Exec(t.Context(), `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`)
 	require.NoError(t, err)
-	rec := serve(api.Handler(), http.MethodGet, "/readyz")
+	rec := serve(openapitest.Handler(t, api.Handler()), http.MethodGet, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), codeNotReady)
 	require.Contains(t, rec.Body.String(), "migrations is not ready")
@@ -106,7 +108,7 @@ func TestReadyzNamesOnlyTheDependency(t *testing.T) {
 	t.Cleanup(pool.Close)
 	api, err := New(Config{}, pool, zaptest.NewLogger(t))
 	require.NoError(t, err)
-	rec := serve(api.Handler(), http.MethodGet, "/readyz")
+	rec := serve(openapitest.Handler(t, api.Handler()), http.MethodGet, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), codeNotReady)
 	require.Contains(t, rec.Body.String(), "postgresql is not ready")

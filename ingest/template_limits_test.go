@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -91,7 +92,7 @@ func TestAcceptRendersOutsideTransaction(t *testing.T) {
 	t.Cleanup(pool.Close)
 	api, err := New(Config{}, pool, zaptest.NewLogger(t))
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, srv: srv}
 	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())

@@ -11,13 +11,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -239,7 +242,29 @@ func (s *stack) serve(t *testing.T, name, addr string, sm *simulator, extra ...s
 	return p
 }
 
-var httpClient = &http.Client{Timeout: 20 * time.Second}
+// httpClient checks every exchange with an operation of docs/openapi.yaml against it; a
+// departure fails the run (TestMain), since tryJSON has no test to fail.
+var httpClient = &http.Client{Timeout: 20 * time.Second, Transport: openapitest.Transport(http.DefaultTransport, breaches.add)}
+
+// breaches collects the exchanges that departed from docs/openapi.yaml.
+var breaches contractBreaches
+
+type contractBreaches struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (b *contractBreaches) add(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.msgs = append(b.msgs, msg)
+}
+
+func (b *contractBreaches) all() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.msgs)
+}
 
 // doJSON sends body (JSON, may be empty) and decodes the answer into out (may be nil).
 func doJSON(t *testing.T, method, url, key, body string, out any, want ...int) int {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -30,6 +31,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	if msgs := breaches.all(); len(msgs) > 0 {
+		fmt.Fprintf(os.Stderr, "%d exchanges departed from docs/openapi.yaml:\n%s\n", len(msgs), strings.Join(msgs, "\n"))
+		code = 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
