@@ -205,6 +205,7 @@ const (
 	ProblemCodeAudienceTooLarge     ProblemCode = "audience_too_large"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeCampaignConflict     ProblemCode = "campaign_conflict"
+	ProblemCodeChannelUnavailable   ProblemCode = "channel_unavailable"
 	ProblemCodeIdempotencyKeyReused ProblemCode = "idempotency_key_reused"
 	ProblemCodeInsufficientScope    ProblemCode = "insufficient_scope"
 	ProblemCodeInternal             ProblemCode = "internal"
@@ -217,6 +218,7 @@ const (
 	ProblemCodeTemplateNotAllowed   ProblemCode = "template_not_allowed"
 	ProblemCodeTemplateRenderFailed ProblemCode = "template_render_failed"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
+	ProblemCodeUnavailable          ProblemCode = "unavailable"
 	ProblemCodeUnknownField         ProblemCode = "unknown_field"
 	ProblemCodeUnknownTemplate      ProblemCode = "unknown_template"
 	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
@@ -231,6 +233,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeBodyTooLarge:
 		return true
 	case ProblemCodeCampaignConflict:
+		return true
+	case ProblemCodeChannelUnavailable:
 		return true
 	case ProblemCodeIdempotencyKeyReused:
 		return true
@@ -255,6 +259,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTemplateRenderFailed:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	case ProblemCodeUnavailable:
 		return true
 	case ProblemCodeUnknownField:
 		return true
@@ -325,16 +331,19 @@ func (e RedriveFilterStatus) Valid() bool {
 
 // Defines values for SuppressionReason.
 const (
-	NoContact SuppressionReason = "no_contact"
-	OptedOut  SuppressionReason = "opted_out"
+	SuppressionReasonChannelUnavailable SuppressionReason = "channel_unavailable"
+	SuppressionReasonNoContact          SuppressionReason = "no_contact"
+	SuppressionReasonOptedOut           SuppressionReason = "opted_out"
 )
 
 // Valid indicates whether the value is a known member of the SuppressionReason enum.
 func (e SuppressionReason) Valid() bool {
 	switch e {
-	case NoContact:
+	case SuppressionReasonChannelUnavailable:
 		return true
-	case OptedOut:
+	case SuppressionReasonNoContact:
+		return true
+	case SuppressionReasonOptedOut:
 		return true
 	default:
 		return false
@@ -500,6 +509,21 @@ func (e UnauthorizedCode) Valid() bool {
 	}
 }
 
+// Defines values for UnavailableCode.
+const (
+	UnavailableCodeUnavailable UnavailableCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the UnavailableCode enum.
+func (e UnavailableCode) Valid() bool {
+	switch e {
+	case UnavailableCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnsupportedMediaTypeCode.
 const (
 	UnsupportedMediaTypeCodeUnsupportedMediaType UnsupportedMediaTypeCode = "unsupported_media_type"
@@ -601,6 +625,7 @@ func (e PostCampaign415ApplicationProblemPlusJSONResponseBodyCode) Valid() bool 
 
 // Defines values for PostCampaign422ApplicationProblemPlusJSONResponseBodyCode.
 const (
+	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable   PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "channel_unavailable"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "idempotency_key_reused"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "template_render_failed"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeUnknownTemplate      PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "unknown_template"
@@ -609,6 +634,8 @@ const (
 // Valid indicates whether the value is a known member of the PostCampaign422ApplicationProblemPlusJSONResponseBodyCode enum.
 func (e PostCampaign422ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
+	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable:
+		return true
 	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused:
 		return true
 	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed:
@@ -629,6 +656,21 @@ const (
 func (e PostCampaign500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case PostCampaign500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostCampaign503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PostCampaign503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PostCampaign503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostCampaign503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -689,6 +731,21 @@ const (
 func (e GetCampaign500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case GetCampaign500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCampaign503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetCampaign503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetCampaign503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetCampaign503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -764,6 +821,21 @@ const (
 func (e CancelCampaign500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case CancelCampaign500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	CancelCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case CancelCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -899,6 +971,21 @@ func (e PostCampaignRecipients500ApplicationProblemPlusJSONResponseBodyCode) Val
 	}
 }
 
+// Defines values for PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StartCampaign401ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	StartCampaign401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized StartCampaign401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
@@ -968,6 +1055,21 @@ const (
 func (e StartCampaign500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case StartCampaign500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StartCampaign503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	StartCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable StartCampaign503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the StartCampaign503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e StartCampaign503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case StartCampaign503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1057,6 +1159,7 @@ func (e PostNotification415ApplicationProblemPlusJSONResponseBodyCode) Valid() b
 
 // Defines values for PostNotification422ApplicationProblemPlusJSONResponseBodyCode.
 const (
+	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable   PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "channel_unavailable"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "idempotency_key_reused"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "template_render_failed"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeUnknownTemplate      PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "unknown_template"
@@ -1065,6 +1168,8 @@ const (
 // Valid indicates whether the value is a known member of the PostNotification422ApplicationProblemPlusJSONResponseBodyCode enum.
 func (e PostNotification422ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
+	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable:
+		return true
 	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused:
 		return true
 	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed:
@@ -1093,13 +1198,16 @@ func (e PostNotification500ApplicationProblemPlusJSONResponseBodyCode) Valid() b
 
 // Defines values for PostNotification503ApplicationProblemPlusJSONResponseBodyCode.
 const (
-	PostNotification503ApplicationProblemPlusJSONResponseBodyCodeOverloaded PostNotification503ApplicationProblemPlusJSONResponseBodyCode = "overloaded"
+	PostNotification503ApplicationProblemPlusJSONResponseBodyCodeOverloaded  PostNotification503ApplicationProblemPlusJSONResponseBodyCode = "overloaded"
+	PostNotification503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PostNotification503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
 )
 
 // Valid indicates whether the value is a known member of the PostNotification503ApplicationProblemPlusJSONResponseBodyCode enum.
 func (e PostNotification503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case PostNotification503ApplicationProblemPlusJSONResponseBodyCodeOverloaded:
+		return true
+	case PostNotification503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1160,6 +1268,21 @@ const (
 func (e GetNotification500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case GetNotification500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetNotification503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetNotification503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetNotification503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetNotification503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetNotification503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetNotification503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1277,6 +1400,21 @@ func (e PostRedrive500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	}
 }
 
+// Defines values for PostRedrive503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostRedrive503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PostRedrive503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PostRedrive503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostRedrive503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostRedrive503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetRedrive401ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	GetRedrive401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized GetRedrive401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
@@ -1337,6 +1475,21 @@ func (e GetRedrive500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	}
 }
 
+// Defines values for GetRedrive503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetRedrive503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetRedrive503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetRedrive503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetRedrive503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetRedrive503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetTemplate401ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	GetTemplate401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized GetTemplate401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
@@ -1391,6 +1544,21 @@ const (
 func (e GetTemplate500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case GetTemplate500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetTemplate503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetTemplate503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetTemplate503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetTemplate503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetTemplate503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetTemplate503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1511,6 +1679,21 @@ func (e PutTemplate500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	}
 }
 
+// Defines values for PutTemplate503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PutTemplate503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PutTemplate503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PutTemplate503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PutTemplate503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PutTemplate503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetUser400ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	GetUser400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed GetUser400ApplicationProblemPlusJSONResponseBodyCode = "validation_failed"
@@ -1580,6 +1763,21 @@ const (
 func (e GetUser500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case GetUser500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetUser503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetUser503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetUser503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetUser503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetUser503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetUser503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1682,6 +1880,21 @@ func (e PutUser500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	}
 }
 
+// Defines values for PutUser503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PutUser503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PutUser503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PutUser503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PutUser503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PutUser503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetPreferences400ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	GetPreferences400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed GetPreferences400ApplicationProblemPlusJSONResponseBodyCode = "validation_failed"
@@ -1751,6 +1964,21 @@ const (
 func (e GetPreferences500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case GetPreferences500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetPreferences503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetPreferences503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetPreferences503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetPreferences503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetPreferences503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetPreferences503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -1847,6 +2075,21 @@ const (
 func (e PutPreferences500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case PutPreferences500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PutPreferences503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PutPreferences503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PutPreferences503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PutPreferences503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PutPreferences503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PutPreferences503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
 		return true
 	default:
 		return false
@@ -2270,11 +2513,11 @@ type Segment struct {
 type Suppressed struct {
 	Channel Channel `json:"channel"`
 
-	// Reason `opted_out`: the user's preferences; `no_contact`: no address for the channel.
+	// Reason `opted_out`: the user's preferences; `no_contact`: no address for the channel; `channel_unavailable`: no provider is configured for the channel (`--channels`).
 	Reason SuppressionReason `json:"reason"`
 }
 
-// SuppressionReason `opted_out`: the user's preferences; `no_contact`: no address for the channel.
+// SuppressionReason `opted_out`: the user's preferences; `no_contact`: no address for the channel; `channel_unavailable`: no provider is configured for the channel (`--channels`).
 type SuppressionReason string
 
 // Tag defines model for Tag.
@@ -2531,6 +2774,24 @@ type Unauthorized struct {
 // UnauthorizedCode defines model for Unauthorized.Code.
 type UnauthorizedCode string
 
+// Unavailable defines model for Unavailable.
+type Unavailable struct {
+	Code   UnavailableCode `json:"code"`
+	Detail *string         `json:"detail,omitempty"`
+
+	// Errors The failing inputs, for `validation_failed`, `unknown_field`, `invalid_template`,
+	// `template_not_allowed` and `template_render_failed`.
+	Errors *[]FieldError `json:"errors,omitempty"`
+	Status int           `json:"status"`
+	Title  string        `json:"title"`
+
+	// Type `urn:herald:problem:` and the code.
+	Type string `json:"type"`
+}
+
+// UnavailableCode defines model for Unavailable.Code.
+type UnavailableCode string
+
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType struct {
 	Code   UnsupportedMediaTypeCode `json:"code"`
@@ -2577,6 +2838,9 @@ type PostCampaign422ApplicationProblemPlusJSONResponseBodyCode string
 // PostCampaign500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaign.
 type PostCampaign500ApplicationProblemPlusJSONResponseBodyCode string
 
+// PostCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaign.
+type PostCampaign503ApplicationProblemPlusJSONResponseBodyCode string
+
 // GetCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetCampaign.
 type GetCampaign401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2588,6 +2852,9 @@ type GetCampaign404ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetCampaign500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetCampaign.
 type GetCampaign500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetCampaign.
+type GetCampaign503ApplicationProblemPlusJSONResponseBodyCode string
 
 // CancelCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for CancelCampaign.
 type CancelCampaign401ApplicationProblemPlusJSONResponseBodyCode string
@@ -2603,6 +2870,9 @@ type CancelCampaign409ApplicationProblemPlusJSONResponseBodyCode string
 
 // CancelCampaign500ApplicationProblemPlusJSONResponseBodyCode defines parameters for CancelCampaign.
 type CancelCampaign500ApplicationProblemPlusJSONResponseBodyCode string
+
+// CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for CancelCampaign.
+type CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode string
 
 // PostCampaignRecipients400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaignRecipients.
 type PostCampaignRecipients400ApplicationProblemPlusJSONResponseBodyCode string
@@ -2628,6 +2898,9 @@ type PostCampaignRecipients415ApplicationProblemPlusJSONResponseBodyCode string
 // PostCampaignRecipients500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaignRecipients.
 type PostCampaignRecipients500ApplicationProblemPlusJSONResponseBodyCode string
 
+// PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaignRecipients.
+type PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode string
+
 // StartCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for StartCampaign.
 type StartCampaign401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2642,6 +2915,9 @@ type StartCampaign409ApplicationProblemPlusJSONResponseBodyCode string
 
 // StartCampaign500ApplicationProblemPlusJSONResponseBodyCode defines parameters for StartCampaign.
 type StartCampaign500ApplicationProblemPlusJSONResponseBodyCode string
+
+// StartCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for StartCampaign.
+type StartCampaign503ApplicationProblemPlusJSONResponseBodyCode string
 
 // PostNotificationParams defines parameters for PostNotification.
 type PostNotificationParams struct {
@@ -2691,6 +2967,9 @@ type GetNotification404ApplicationProblemPlusJSONResponseBodyCode string
 // GetNotification500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetNotification.
 type GetNotification500ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetNotification503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetNotification.
+type GetNotification503ApplicationProblemPlusJSONResponseBodyCode string
+
 // PostRedriveParams defines parameters for PostRedrive.
 type PostRedriveParams struct {
 	// IdempotencyKey 1-100 printable ASCII characters, chosen by the client, scoped to its API client. A
@@ -2719,6 +2998,9 @@ type PostRedrive422ApplicationProblemPlusJSONResponseBodyCode string
 // PostRedrive500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostRedrive.
 type PostRedrive500ApplicationProblemPlusJSONResponseBodyCode string
 
+// PostRedrive503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostRedrive.
+type PostRedrive503ApplicationProblemPlusJSONResponseBodyCode string
+
 // GetRedrive401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetRedrive.
 type GetRedrive401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2731,6 +3013,9 @@ type GetRedrive404ApplicationProblemPlusJSONResponseBodyCode string
 // GetRedrive500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetRedrive.
 type GetRedrive500ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetRedrive503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetRedrive.
+type GetRedrive503ApplicationProblemPlusJSONResponseBodyCode string
+
 // GetTemplate401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetTemplate.
 type GetTemplate401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2742,6 +3027,9 @@ type GetTemplate404ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetTemplate500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetTemplate.
 type GetTemplate500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetTemplate503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetTemplate.
+type GetTemplate503ApplicationProblemPlusJSONResponseBodyCode string
 
 // PutTemplate400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutTemplate.
 type PutTemplate400ApplicationProblemPlusJSONResponseBodyCode string
@@ -2764,6 +3052,9 @@ type PutTemplate422ApplicationProblemPlusJSONResponseBodyCode string
 // PutTemplate500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutTemplate.
 type PutTemplate500ApplicationProblemPlusJSONResponseBodyCode string
 
+// PutTemplate503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutTemplate.
+type PutTemplate503ApplicationProblemPlusJSONResponseBodyCode string
+
 // GetUser400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetUser.
 type GetUser400ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2778,6 +3069,9 @@ type GetUser404ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetUser500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetUser.
 type GetUser500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetUser503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetUser.
+type GetUser503ApplicationProblemPlusJSONResponseBodyCode string
 
 // PutUser400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutUser.
 type PutUser400ApplicationProblemPlusJSONResponseBodyCode string
@@ -2797,6 +3091,9 @@ type PutUser415ApplicationProblemPlusJSONResponseBodyCode string
 // PutUser500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutUser.
 type PutUser500ApplicationProblemPlusJSONResponseBodyCode string
 
+// PutUser503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutUser.
+type PutUser503ApplicationProblemPlusJSONResponseBodyCode string
+
 // GetPreferences400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetPreferences.
 type GetPreferences400ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -2811,6 +3108,9 @@ type GetPreferences404ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetPreferences500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetPreferences.
 type GetPreferences500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetPreferences.
+type GetPreferences503ApplicationProblemPlusJSONResponseBodyCode string
 
 // PutPreferences400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences400ApplicationProblemPlusJSONResponseBodyCode string
@@ -2829,6 +3129,9 @@ type PutPreferences415ApplicationProblemPlusJSONResponseBodyCode string
 
 // PutPreferences500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences500ApplicationProblemPlusJSONResponseBodyCode string
+
+// PutPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
+type PutPreferences503ApplicationProblemPlusJSONResponseBodyCode string
 
 // Readyz503ApplicationProblemPlusJSONResponseBodyCode defines parameters for Readyz.
 type Readyz503ApplicationProblemPlusJSONResponseBodyCode string
@@ -4771,6 +5074,11 @@ type PostCampaignResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// PostCampaignResponse503Headers the declared response headers of an HTTP 503 response for PostCampaign
+type PostCampaignResponse503Headers struct {
+	RetryAfter string
+}
+
 type PostCampaignResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4802,12 +5110,16 @@ type PostCampaignResponse struct {
 	}
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *PostCampaignResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PostCampaignResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PostCampaignResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostCampaignResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -4862,6 +5174,11 @@ func (r PostCampaignResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostCampaignResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PostCampaignResponse) GetBody() []byte {
 	return r.Body
@@ -4901,6 +5218,11 @@ type GetCampaignResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetCampaignResponse503Headers the declared response headers of an HTTP 503 response for GetCampaign
+type GetCampaignResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetCampaignResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4914,10 +5236,14 @@ type GetCampaignResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetCampaignResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetCampaignResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetCampaignResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4943,6 +5269,11 @@ func (r GetCampaignResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetCampaignResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetCampaignResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4984,6 +5315,11 @@ type CancelCampaignResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// CancelCampaignResponse503Headers the declared response headers of an HTTP 503 response for CancelCampaign
+type CancelCampaignResponse503Headers struct {
+	RetryAfter string
+}
+
 type CancelCampaignResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4999,10 +5335,14 @@ type CancelCampaignResponse struct {
 	ApplicationproblemJSON409 *CampaignConflict
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CancelCampaignResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *CancelCampaignResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelCampaignResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5033,6 +5373,11 @@ func (r CancelCampaignResponse) GetApplicationproblemJSON409() *CampaignConflict
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CancelCampaignResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelCampaignResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5074,6 +5419,11 @@ type PostCampaignRecipientsResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// PostCampaignRecipientsResponse503Headers the declared response headers of an HTTP 503 response for PostCampaignRecipients
+type PostCampaignRecipientsResponse503Headers struct {
+	RetryAfter string
+}
+
 type PostCampaignRecipientsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5095,10 +5445,14 @@ type PostCampaignRecipientsResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PostCampaignRecipientsResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PostCampaignRecipientsResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostCampaignRecipientsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5146,6 +5500,11 @@ func (r PostCampaignRecipientsResponse) GetApplicationproblemJSON500() *Internal
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostCampaignRecipientsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PostCampaignRecipientsResponse) GetBody() []byte {
 	return r.Body
@@ -5185,6 +5544,11 @@ type StartCampaignResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// StartCampaignResponse503Headers the declared response headers of an HTTP 503 response for StartCampaign
+type StartCampaignResponse503Headers struct {
+	RetryAfter string
+}
+
 type StartCampaignResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5200,10 +5564,14 @@ type StartCampaignResponse struct {
 	ApplicationproblemJSON409 *CampaignConflict
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartCampaignResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *StartCampaignResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StartCampaignResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5234,6 +5602,11 @@ func (r StartCampaignResponse) GetApplicationproblemJSON409() *CampaignConflict 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r StartCampaignResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StartCampaignResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5449,6 +5822,11 @@ type GetNotificationResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetNotificationResponse503Headers the declared response headers of an HTTP 503 response for GetNotification
+type GetNotificationResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetNotificationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5462,10 +5840,14 @@ type GetNotificationResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetNotificationResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetNotificationResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetNotificationResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5491,6 +5873,11 @@ func (r GetNotificationResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetNotificationResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetNotificationResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5538,6 +5925,11 @@ type PostRedriveResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// PostRedriveResponse503Headers the declared response headers of an HTTP 503 response for PostRedrive
+type PostRedriveResponse503Headers struct {
+	RetryAfter string
+}
+
 type PostRedriveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5569,12 +5961,16 @@ type PostRedriveResponse struct {
 	}
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *PostRedriveResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PostRedriveResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PostRedriveResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostRedriveResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -5629,6 +6025,11 @@ func (r PostRedriveResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostRedriveResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PostRedriveResponse) GetBody() []byte {
 	return r.Body
@@ -5668,6 +6069,11 @@ type GetRedriveResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetRedriveResponse503Headers the declared response headers of an HTTP 503 response for GetRedrive
+type GetRedriveResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetRedriveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5681,10 +6087,14 @@ type GetRedriveResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetRedriveResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetRedriveResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRedriveResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5710,6 +6120,11 @@ func (r GetRedriveResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetRedriveResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetRedriveResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5751,6 +6166,11 @@ type GetTemplateResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetTemplateResponse503Headers the declared response headers of an HTTP 503 response for GetTemplate
+type GetTemplateResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetTemplateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5764,10 +6184,14 @@ type GetTemplateResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetTemplateResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetTemplateResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTemplateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5793,6 +6217,11 @@ func (r GetTemplateResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetTemplateResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetTemplateResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5832,6 +6261,11 @@ type PutTemplateResponse401Headers struct {
 // PutTemplateResponse403Headers the declared response headers of an HTTP 403 response for PutTemplate
 type PutTemplateResponse403Headers struct {
 	WWWAuthenticate string
+}
+
+// PutTemplateResponse503Headers the declared response headers of an HTTP 503 response for PutTemplate
+type PutTemplateResponse503Headers struct {
+	RetryAfter string
 }
 
 type PutTemplateResponse struct {
@@ -5877,10 +6311,14 @@ type PutTemplateResponse struct {
 	}
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutTemplateResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PutTemplateResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutTemplateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5947,6 +6385,11 @@ func (r PutTemplateResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutTemplateResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r PutTemplateResponse) GetBody() []byte {
 	return r.Body
@@ -5986,6 +6429,11 @@ type GetUserResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetUserResponse503Headers the declared response headers of an HTTP 503 response for GetUser
+type GetUserResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6001,10 +6449,14 @@ type GetUserResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetUserResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetUserResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetUserResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6035,6 +6487,11 @@ func (r GetUserResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetUserResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetUserResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6076,6 +6533,11 @@ type PutUserResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// PutUserResponse503Headers the declared response headers of an HTTP 503 response for PutUser
+type PutUserResponse503Headers struct {
+	RetryAfter string
+}
+
 type PutUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6093,10 +6555,14 @@ type PutUserResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutUserResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PutUserResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutUserResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6132,6 +6598,11 @@ func (r PutUserResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PutUserResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutUserResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6173,6 +6644,11 @@ type GetPreferencesResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// GetPreferencesResponse503Headers the declared response headers of an HTTP 503 response for GetPreferences
+type GetPreferencesResponse503Headers struct {
+	RetryAfter string
+}
+
 type GetPreferencesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6188,10 +6664,14 @@ type GetPreferencesResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPreferencesResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *GetPreferencesResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetPreferencesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6222,6 +6702,11 @@ func (r GetPreferencesResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetPreferencesResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetPreferencesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6263,6 +6748,11 @@ type PutPreferencesResponse403Headers struct {
 	WWWAuthenticate string
 }
 
+// PutPreferencesResponse503Headers the declared response headers of an HTTP 503 response for PutPreferences
+type PutPreferencesResponse503Headers struct {
+	RetryAfter string
+}
+
 type PutPreferencesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6280,10 +6770,14 @@ type PutPreferencesResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutPreferencesResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *PutPreferencesResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutPreferencesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6319,6 +6813,11 @@ func (r PutPreferencesResponse) GetApplicationproblemJSON415() *UnsupportedMedia
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PutPreferencesResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutPreferencesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7087,6 +7586,13 @@ func ParsePostCampaignResponse(rsp *http.Response) (*PostCampaignResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7127,6 +7633,16 @@ func ParsePostCampaignResponse(rsp *http.Response) (*PostCampaignResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostCampaignResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7181,6 +7697,13 @@ func ParseGetCampaignResponse(rsp *http.Response) (*GetCampaignResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7204,6 +7727,16 @@ func ParseGetCampaignResponse(rsp *http.Response) (*GetCampaignResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetCampaignResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7265,6 +7798,13 @@ func ParseCancelCampaignResponse(rsp *http.Response) (*CancelCampaignResponse, e
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7288,6 +7828,16 @@ func ParseCancelCampaignResponse(rsp *http.Response) (*CancelCampaignResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelCampaignResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7370,6 +7920,13 @@ func ParsePostCampaignRecipientsResponse(rsp *http.Response) (*PostCampaignRecip
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7393,6 +7950,16 @@ func ParsePostCampaignRecipientsResponse(rsp *http.Response) (*PostCampaignRecip
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostCampaignRecipientsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7454,6 +8021,13 @@ func ParseStartCampaignResponse(rsp *http.Response) (*StartCampaignResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7477,6 +8051,16 @@ func ParseStartCampaignResponse(rsp *http.Response) (*StartCampaignResponse, err
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers StartCampaignResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7687,6 +8271,13 @@ func ParseGetNotificationResponse(rsp *http.Response) (*GetNotificationResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7710,6 +8301,16 @@ func ParseGetNotificationResponse(rsp *http.Response) (*GetNotificationResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetNotificationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7797,6 +8398,13 @@ func ParsePostRedriveResponse(rsp *http.Response) (*PostRedriveResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7837,6 +8445,16 @@ func ParsePostRedriveResponse(rsp *http.Response) (*PostRedriveResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostRedriveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7891,6 +8509,13 @@ func ParseGetRedriveResponse(rsp *http.Response) (*GetRedriveResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7914,6 +8539,16 @@ func ParseGetRedriveResponse(rsp *http.Response) (*GetRedriveResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRedriveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -7968,6 +8603,13 @@ func ParseGetTemplateResponse(rsp *http.Response) (*GetTemplateResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -7991,6 +8633,16 @@ func ParseGetTemplateResponse(rsp *http.Response) (*GetTemplateResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTemplateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -8090,6 +8742,13 @@ func ParsePutTemplateResponse(rsp *http.Response) (*PutTemplateResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -8113,6 +8772,16 @@ func ParsePutTemplateResponse(rsp *http.Response) (*PutTemplateResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutTemplateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -8174,6 +8843,13 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -8197,6 +8873,16 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -8265,6 +8951,13 @@ func ParsePutUserResponse(rsp *http.Response) (*PutUserResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -8288,6 +8981,16 @@ func ParsePutUserResponse(rsp *http.Response) (*PutUserResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -8349,6 +9052,13 @@ func ParseGetPreferencesResponse(rsp *http.Response) (*GetPreferencesResponse, e
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -8372,6 +9082,16 @@ func ParseGetPreferencesResponse(rsp *http.Response) (*GetPreferencesResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetPreferencesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -8440,6 +9160,13 @@ func ParsePutPreferencesResponse(rsp *http.Response) (*PutPreferencesResponse, e
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -8463,6 +9190,16 @@ func ParsePutPreferencesResponse(rsp *http.Response) (*PutPreferencesResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutPreferencesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
