@@ -32,7 +32,7 @@ func TestCancelledQueuedRecordIsNotSent(t *testing.T) {
 
 	require.NoError(t, e.producer.ProduceSync(context.Background(), recs...).FirstErr())
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, fresh)
-	require.Eventually(t, func() bool { return d.lanes[herald.PriorityHigh].stats.processed.Load() >= 2 },
+	require.Eventually(t, func() bool { return signals(d).count(herald.PriorityHigh, signalProcessed) >= 2 },
 		30*time.Second, 10*time.Millisecond)
 	st, attempts := e.state(cancelled)
 	require.Equal(t, herald.StatusCancelled, st)

@@ -34,6 +34,9 @@ type Dispatcher struct {
 	token        string // this process's lease value and rate-log member prefix
 	redisTimeout time.Duration
 	lanes        map[herald.Priority]*lane
+
+	// signals, when set (by a test, before Run), receives the path's signals of every lane.
+	signals func(herald.Priority, signal)
 }
 
 // redisRetryEvery is how long dispatch stays in degraded mode before it tries Redis again.
@@ -63,7 +66,7 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 	token := hex.EncodeToString(b)
 	health := &redisHealth{retryEvery: redisRetryEvery, log: log}
 	d := &Dispatcher{
-		cfg: cfg, pool: pool, senders: measure(senders, m), log: log, metrics: m, token: token,
+		cfg: cfg, pool: pool, senders: traceSends(measure(senders, m)), log: log, metrics: m, token: token,
 		redisTimeout: cfg.RedisTimeout,
 		leases:       &leases{rdb: rdb, prefix: cfg.RedisPrefix, health: health},
 		limiter: &rateLimiter{

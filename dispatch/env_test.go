@@ -245,6 +245,10 @@ func (e *env) start(cfg Config, rdb *redis.Client, ss map[herald.Channel]Sender)
 	}
 	d, err := New(cfg, e.pool, rdb, ss, log)
 	require.NoError(e.t, err)
+	sig := countSignals(d)
+	signalsMu.Lock()
+	signalsOf[d] = sig
+	signalsMu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

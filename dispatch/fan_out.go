@@ -8,13 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -51,39 +45,21 @@ func checkFanOutLimits(limits map[string]int, ss map[herald.Channel]Sender) erro
 // an attempt. Once a call went out, later calls wait for their slots within the whole send's
 // deadline (RateWait + SendTimeout, the SENDING hold); a call refused even then is not made
 // and counts as a Transient failure of its device.
-func (l *lane) sendEach(ctx context.Context, r *row, m *senders.Message, sender FanOutSender, att int, started time.Time) error {
-	d := l.d
-	provider := sender.Provider()
+func (l *lane) sendEach(w *work, sender FanOutSender) error {
 	rateWait := max(l.cfg.RateWait, 0)
-	firstDeadline := time.Now().Add(rateWait)
-	sendCtx, cancel := context.WithTimeout(ctx, rateWait+d.cfg.SendTimeout)
-	defer cancel()
-	sendCtx, sspan := tracer.Start(sendCtx, "dispatch.send", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.Int("herald.attempt", att), attribute.String("herald.provider", provider)))
-	g := &gate{l: l, r: r, att: att, firstDeadline: firstDeadline}
-	res, sendErr := sender.SendEach(sendCtx, m, g.admit)
-	if sendErr != nil {
-		sspan.RecordError(sendErr)
-		sspan.SetStatus(codes.Error, "send failed")
-	}
-	sspan.End()
-
+	g := &gate{l: l, r: w.r, att: w.claimed.Attempt, firstDeadline: time.Now().Add(rateWait)}
+	sendCtx, cancel := context.WithTimeout(w.ctx, rateWait+l.d.cfg.SendTimeout)
+	res, sendErr := sender.SendEach(sendCtx, w.m, g.admit)
+	cancel()
 	calls, refused, expired, limErr := g.result()
-	if calls > 0 || (!refused && !expired && limErr == nil) {
+	switch {
+	case calls > 0 || (!refused && !expired && limErr == nil):
 		// A provider was called, or the message failed before any call (no device).
-		return l.finish(ctx, r, att, started, provider, res, sendErr)
+		return l.finish(w, w.route.account, res, sendErr)
+	case expired:
+		return l.record(w, expiredWaiting)
 	}
-	if expired {
-		return l.record(ctx, r, att, started, delivery.Outcome{Status: herald.StatusExpired, AttemptClass: "EXPIRED",
-			Error: "expired while waiting for rate-limit capacity"})
-	}
-	ok, uerr := delivery.Unclaim(context.WithoutCancel(ctx), d.pool, r.ID, att, g.wait)
-	if ok && limErr == nil {
-		l.stats.deferred.Add(1)
-		d.metrics.deferrals.Add(ctx, 1, metric.WithAttributes(attribute.String("priority", string(l.prio)),
-			attribute.String("provider", provider)))
-	}
-	return errors.Join(limErr, uerr)
+	return l.deferAttempt(w, w.route.account, g.wait, limErr)
 }
 
 // gate admits the calls of one fan-out, each against the limit of its own account. The first
@@ -149,7 +125,7 @@ func (g *gate) admitOne(ctx context.Context, account string, deadline time.Time,
 			g.refused, g.wait = true, max(g.wait, wait)
 			g.mu.Unlock()
 			return senders.TransientError("rate_limited", wait, fmt.Errorf("no rate-limit capacity on %s in time", account))
-		case first && g.r.ExpiresAt != nil && !g.r.DBNow.Add(time.Since(g.r.loadedAt)).Before(*g.r.ExpiresAt):
+		case first && g.r.expiredNow():
 			g.mu.Lock()
 			g.expired = true
 			g.mu.Unlock()
@@ -158,10 +134,9 @@ func (g *gate) admitOne(ctx context.Context, account string, deadline time.Time,
 			g.mu.Lock()
 			g.calls++
 			g.mu.Unlock()
-			g.l.stats.sends.Add(1)
 			return nil
 		}
-		g.l.stats.stale.Add(1)
+		g.l.signal(signalStaleAdmission)
 	}
 }
 

@@ -119,7 +119,7 @@ func TestPushFanOutDeferredWithoutAttempt(t *testing.T) {
 	e.publish(id)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, id)
 
-	require.GreaterOrEqual(t, d.lanes[herald.PriorityHigh].stats.deferred.Load(), int64(1), "the limiter's start-up window deferred it")
+	require.GreaterOrEqual(t, signals(d).count(herald.PriorityHigh, signalDeferred), int64(1), "the limiter's start-up window deferred it")
 	_, n := e.state(id)
 	require.Equal(t, 1, n, "a deferral used up an attempt")
 	require.Len(t, e.attempts(id), 1)

@@ -33,7 +33,6 @@ type lane struct {
 	log      *zap.Logger
 	attrs    metric.MeasurementOption
 	tracker  *offsetTracker
-	stats    laneStats
 	outcomes *outcomeWriter
 
 	cl       *kgo.Client
@@ -76,20 +75,8 @@ func (l *lane) open() error {
 func (l *lane) run(ctx context.Context) (cancelled int) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, l.cfg.Concurrency)
-
-	// finish settles one record of a batch: its offset may be committed once settled, and its
-	// worker slot is free again.
-	finish := func(it batchItem, settled bool) {
-		if settled {
-			l.tracker.done(it.tr)
-		} // else cut off by the shutdown deadline: left uncommitted
-		<-sem
-		l.stats.processed.Add(1)
-	}
+	w := &workers{sem: make(chan struct{}, l.cfg.Concurrency)}
 	l.outcomes.start()
-
 	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
 	commitsDone := make(chan struct{})
 	go func() {
@@ -97,87 +84,11 @@ func (l *lane) run(ctx context.Context) (cancelled int) {
 		l.commitLoop(commitCtx)
 	}()
 
-poll:
-	for {
-		fetches := l.cl.PollRecords(ctx, l.cfg.Concurrency)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			break
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			l.log.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
-		})
-		recs := fetches.Records()
-		if len(recs) == 0 && len(fetches.Errors()) > 0 {
-			// Kafka is unreachable or the group is rebalancing: do not spin on errors.
-			t := time.NewTimer(time.Second)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			continue
-		}
-		items := make([]batchItem, len(recs))
-		for i, r := range recs {
-			items[i] = batchItem{rec: r, tr: l.tracker.add(r)}
-		}
-		// Batches of what was polled: the first record of a batch waits for a free worker
-		// slot, the others join it while slots are free at once. In the HIGH lane that is
-		// all: a lone record never waits for company. The other lanes wait up to batchWait
-		// for more slots to free when records are waiting for them, so that a steady flow,
-		// which frees one slot at a time, still makes batches.
-		for len(items) > 0 {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				break poll // not started: left uncommitted for the next owner
-			}
-			var batch []batchItem
-			var gather *time.Timer
-		fill:
-			for len(items) > 0 && len(batch) < maxClaimBatch {
-				if len(batch) > 0 && !l.slot(ctx, sem, &gather) {
-					break fill
-				}
-				it := items[0]
-				items = items[1:]
-				if !l.tracker.start(it.tr) {
-					<-sem
-					if len(batch) == 0 {
-						break fill // its slot went back: wait for one again
-					}
-					continue
-				}
-				batch = append(batch, it)
-			}
-			if gather != nil {
-				gather.Stop()
-			}
-			if len(batch) == 0 {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l.runBatch(workCtx, batch, finish)
-			}()
-		}
-	}
+	l.poll(ctx, workCtx, w)
 
 	close(l.stopping)
 	l.cl.PauseFetchTopics(l.cfg.Topic)
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
-	t := time.NewTimer(l.d.cfg.ShutdownTimeout)
-	select {
-	case <-drained:
-		t.Stop()
-	case <-t.C:
-		cancelled, _ = l.tracker.inFlight(nil)
-		l.log.Warn("shutdown deadline: cancelling in-flight deliveries", zap.Int("in_flight", cancelled))
-		cancelWork()
-		<-drained
-	}
+	cancelled = l.drain(w, cancelWork)
 	l.outcomes.stop() // every worker is done: no outcome is still to be handed over
 	stopCommits()
 	<-commitsDone
@@ -186,36 +97,113 @@ poll:
 	return cancelled
 }
 
-// handle processes one record. While the database is unreachable it retries (backing off
-// up to 5 s) for as long as the lane runs; any other error is retried a few times, then
-// logged and the record let go: its row stays PENDING, QUEUED or SENDING, which the reaper
-// and sweeper bring back. It returns false when the lane was stopped before the record was
-// settled, so that its offset is not committed.
-func (l *lane) handle(ctx context.Context, r *kgo.Record) bool {
-	backoff := 100 * time.Millisecond
-	for try := 1; ; try++ {
-		err := l.process(ctx, r)
-		if ctx.Err() != nil {
-			return false // cut off: whatever it did, its row is the truth; the record stays uncommitted
-		}
-		if err == nil {
-			return true
-		}
-		if try >= 5 && !unreachable(err) {
-			l.log.Error("give up on record; the sweeper will republish its row", zap.String("topic", r.Topic),
-				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
-			return true
-		}
-		l.log.Warn("process record", zap.Int("try", try), zap.Error(err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-		backoff = min(2*backoff, 5*time.Second)
+// workers are a lane's worker slots and the batches running in them.
+type workers struct {
+	sem chan struct{} // one token per busy slot
+	wg  sync.WaitGroup
+}
+
+// freeSlot settles one record of a batch: its offset may be committed once settled (else the
+// shutdown deadline cut it off and it is left uncommitted), and its worker slot is free again.
+func (l *lane) freeSlot(w *workers, it batchItem, settled bool) {
+	if settled {
+		l.tracker.done(it.tr)
 	}
+	<-w.sem
+	l.signal(signalProcessed)
+}
+
+// poll hands what each poll returns to the path, in batches, until ctx ends. A record not
+// started by then is left uncommitted for the next owner of its partition.
+func (l *lane) poll(ctx, workCtx context.Context, w *workers) {
+	finish := func(it batchItem, settled bool) { l.freeSlot(w, it, settled) }
+	for {
+		fetches := l.cl.PollRecords(ctx, l.cfg.Concurrency)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			l.log.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 && len(fetches.Errors()) > 0 {
+			// Kafka is unreachable or the group is rebalancing: do not spin on errors.
+			sleep(ctx, time.Second)
+			continue
+		}
+		items := make([]batchItem, len(recs))
+		for i, r := range recs {
+			items[i] = batchItem{rec: r, tr: l.tracker.add(r)}
+		}
+		for len(items) > 0 {
+			var batch []batchItem
+			var ok bool
+			if batch, items, ok = l.nextBatch(ctx, w.sem, items); !ok {
+				return
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				l.runBatch(workCtx, batch, finish)
+			}()
+		}
+	}
+}
+
+// nextBatch takes the next batch off items, one worker slot per record: the first record of a
+// batch waits for a free slot, the others join it while slots are free at once. In the HIGH
+// lane that is all: a lone record never waits for company. The other lanes wait up to
+// batchWait for more slots to free when records are waiting for them, so that a steady flow,
+// which frees one slot at a time, still makes batches. ok=false: ctx ended first.
+func (l *lane) nextBatch(ctx context.Context, sem chan struct{}, items []batchItem) (batch, rest []batchItem, ok bool) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, items, false
+	}
+	var gather *time.Timer
+	defer func() {
+		if gather != nil {
+			gather.Stop()
+		}
+	}()
+	for len(items) > 0 && len(batch) < maxClaimBatch {
+		if len(batch) > 0 && !l.slot(ctx, sem, &gather) {
+			break
+		}
+		it := items[0]
+		items = items[1:]
+		if !l.tracker.start(it.tr) { // its partition was revoked: the new owner gets it
+			<-sem
+			if len(batch) == 0 {
+				break // its slot went back: wait for one again
+			}
+			continue
+		}
+		batch = append(batch, it)
+	}
+	return batch, items, true
+}
+
+// drain waits for the running batches up to ShutdownTimeout, then cancels them (cancel) and
+// waits for them to return; it returns how many records were still in flight then.
+func (l *lane) drain(w *workers, cancel context.CancelFunc) (cancelled int) {
+	drained := make(chan struct{})
+	go func() { w.wg.Wait(); close(drained) }()
+	t := time.NewTimer(l.d.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		cancelled, _ = l.tracker.inFlight(nil)
+		l.log.Warn("shutdown deadline: cancelling in-flight deliveries", zap.Int("in_flight", cancelled))
+		cancel()
+		<-drained
+	}
+	return cancelled
 }
 
 // unreachable reports whether err says the database could not be reached (as opposed to a

@@ -28,49 +28,15 @@ func (l *leases) key(id string, attempt int) string {
 	return l.prefix + "lease:" + id + ":" + strconv.Itoa(attempt)
 }
 
-// acquire takes the lease for attempt of id. held=false means another worker holds it.
-// skipped=true means Redis is down and the caller proceeds on the database claim alone.
-func (l *leases) acquire(ctx context.Context, id string, attempt int, token string, ttl time.Duration, timeout time.Duration) (held, skipped bool) {
-	now := time.Now()
-	if !l.health.usable(now) {
-		return true, true
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ok, err := l.rdb.SetNX(cctx, l.key(id, attempt), token, ttl).Result()
-	if l.health.observe(ctx, err, time.Now()) {
-		return true, true
-	}
-	if err != nil { // the caller's context ended
-		return false, false
-	}
-	return ok, false
-}
-
-// release drops the lease if this worker still holds it. Failure is harmless: the lease
-// expires on its own and its attempt number is used up anyway.
-func (l *leases) release(ctx context.Context, id string, attempt int, token string, timeout time.Duration) {
-	if !l.health.usable(time.Now()) {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := releaseScript.Run(cctx, l.rdb, []string{l.key(id, attempt)}, token).Err()
-	if err == redis.Nil {
-		err = nil
-	}
-	l.health.observe(ctx, err, time.Now())
-}
-
-// leaseKey names one attempt of one delivery, for acquireMany and releaseMany.
+// leaseKey names one attempt of one delivery.
 type leaseKey struct {
 	id      string
 	attempt int
 }
 
-// acquireMany is acquire for a batch, in one round trip (a pipeline of SET NX PX): held[i]
-// says whether ks[i] is now this worker's. skipped=true: Redis is down, every lease counts as
-// held and the database claim alone decides.
+// acquireMany takes the leases ks, one or many, in one round trip (a pipeline of SET NX PX):
+// held[i] says whether ks[i] is now this worker's (false for all when ctx ended). skipped=true:
+// Redis is down, every lease counts as held and the database claim alone decides.
 func (l *leases) acquireMany(ctx context.Context, ks []leaseKey, token string, ttl, timeout time.Duration) (held []bool, skipped bool) {
 	held = make([]bool, len(ks))
 	if !l.health.usable(time.Now()) {
@@ -103,7 +69,8 @@ func (l *leases) acquireMany(ctx context.Context, ks []leaseKey, token string, t
 	return held, false
 }
 
-// releaseMany is release for a batch, in one round trip.
+// releaseMany drops the leases ks this worker still holds, in one round trip. Failure is
+// harmless: a lease expires on its own and its attempt number is used up anyway.
 func (l *leases) releaseMany(ctx context.Context, ks []leaseKey, token string, timeout time.Duration) {
 	if len(ks) == 0 || !l.health.usable(time.Now()) {
 		return

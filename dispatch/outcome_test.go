@@ -31,8 +31,8 @@ func TestDuplicateRecordsAndRacingWorkersSendOnce(t *testing.T) {
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, ids...)
 	// Let both workers go through all three copies of every record before counting calls.
 	require.Eventually(t, func() bool {
-		return d1.lanes[herald.PriorityHigh].stats.processed.Load() >= 60 &&
-			d2.lanes[herald.PriorityHigh].stats.processed.Load() >= 60
+		return signals(d1).count(herald.PriorityHigh, signalProcessed) >= 60 &&
+			signals(d2).count(herald.PriorityHigh, signalProcessed) >= 60
 	}, 30*time.Second, 10*time.Millisecond)
 	for _, id := range ids {
 		require.Equal(t, 1, s.CallCount(id), "delivery %s", id)
@@ -173,7 +173,7 @@ func TestExpiredDeliveryIsNeverSent(t *testing.T) {
 	require.Len(t, as, 1)
 	require.Equal(t, "EXPIRED", as[0].Outcome)
 	// The not-yet-due row's record was processed too, and the row left PENDING untouched.
-	require.Eventually(t, func() bool { return d.lanes[herald.PriorityHigh].stats.processed.Load() >= 3 },
+	require.Eventually(t, func() bool { return signals(d).count(herald.PriorityHigh, signalProcessed) >= 3 },
 		30*time.Second, 10*time.Millisecond)
 	st, n := e.state(later)
 	require.Equal(t, herald.StatusPending, st)

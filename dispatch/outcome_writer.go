@@ -93,35 +93,14 @@ func (r *outcomeWriter) write() {
 	}
 }
 
-// flush writes a batch in one statement. When that fails for a reason other than an
-// unreachable database (a lock timeout on one row, say), each outcome is written on its own,
-// so that one row cannot cost the others their outcome.
-//
-// A batch of one is written with delivery.Record, the single-row statement: RecordBatch is
-// planned afresh on every call (so that it prunes to its ids' partitions), which costs more
-// than the one-row write it would replace.
+// flush writes a batch, one outcome or many, in one statement. When that fails for a reason
+// other than an unreachable database (a lock timeout on one row, say), each outcome is written
+// on its own, so that one row cannot cost the others their outcome.
 func (r *outcomeWriter) flush(batch []*outcomeWrite) {
-	if len(batch) == 1 {
-		w := batch[0]
-		ctx, cancel := context.WithTimeout(context.Background(), dbWriteTimeout)
-		ok, err := delivery.Record(ctx, r.pool, w.rec.ID, w.rec.Attempt, w.rec.StartedAt, w.rec.Outcome)
-		cancel()
-		w.done <- outcomeResult{ok: ok, err: err}
-		return
-	}
-	recs := make([]delivery.Recording, len(batch))
-	for i, w := range batch {
-		recs[i] = w.rec
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), dbWriteTimeout)
-	recorded, err := delivery.RecordBatch(ctx, r.pool, recs)
-	cancel()
+	recorded, err := r.write1(batch)
 	if err != nil && len(batch) > 1 && !unreachable(err) {
 		for _, w := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), dbWriteTimeout)
-			ok, err := delivery.Record(ctx, r.pool, w.rec.ID, w.rec.Attempt, w.rec.StartedAt, w.rec.Outcome)
-			cancel()
-			w.done <- outcomeResult{ok: ok, err: err}
+			r.flush([]*outcomeWrite{w})
 		}
 		return
 	}
@@ -129,4 +108,15 @@ func (r *outcomeWriter) flush(batch []*outcomeWrite) {
 		_, ok := recorded[w.rec.ID]
 		w.done <- outcomeResult{ok: ok, err: err}
 	}
+}
+
+// write1 writes the outcomes of batch with one delivery.RecordBatch.
+func (r *outcomeWriter) write1(batch []*outcomeWrite) (map[string]struct{}, error) {
+	recs := make([]delivery.Recording, len(batch))
+	for i, w := range batch {
+		recs[i] = w.rec
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dbWriteTimeout)
+	defer cancel()
+	return delivery.RecordBatch(ctx, r.pool, recs)
 }

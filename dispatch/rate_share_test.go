@@ -34,7 +34,7 @@ func TestRateLimitHoldsAndHighNeverWaitsForLow(t *testing.T) {
 	warm := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.publish(warm)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, warm)
-	refusedBefore := d.lanes[herald.PriorityHigh].stats.rateRefused.Load()
+	refusedBefore := signals(d).count(herald.PriorityHigh, signalRateRefused)
 
 	low := e.insertN(500, fixture{Priority: herald.PriorityLow})
 	e.publish(low...)
@@ -58,7 +58,7 @@ func TestRateLimitHoldsAndHighNeverWaitsForLow(t *testing.T) {
 	require.LessOrEqual(t, maxInWindow(calls, time.Second, all), 50, "provider limit in every 1 s window")
 	require.LessOrEqual(t, maxInWindow(calls, time.Second, lowOnly), 30, "LOW share in every 1 s window")
 	require.GreaterOrEqual(t, maxInWindow(calls, time.Second, lowOnly), 25, "LOW drained near its share: the limit was the bottleneck")
-	require.Equal(t, refusedBefore, d.lanes[herald.PriorityHigh].stats.rateRefused.Load(), "a HIGH delivery was refused by the limiter")
+	require.Equal(t, refusedBefore, signals(d).count(herald.PriorityHigh, signalRateRefused), "a HIGH delivery was refused by the limiter")
 
 	var lat []time.Duration
 	for _, c := range s.Calls() {
@@ -67,9 +67,10 @@ func TestRateLimitHoldsAndHighNeverWaitsForLow(t *testing.T) {
 		}
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	ls, hs := &d.lanes[herald.PriorityLow].stats, &d.lanes[herald.PriorityHigh].stats
+	sig := signals(d)
 	t.Logf("HIGH produce→call while LOW drains: p50 %v, max %v (n=%d); stale admissions dropped: LOW %d, HIGH %d; LOW deferred %d",
-		lat[len(lat)/2], lat[len(lat)-1], len(lat), ls.stale.Load(), hs.stale.Load(), ls.deferred.Load())
+		lat[len(lat)/2], lat[len(lat)-1], len(lat), sig.count(herald.PriorityLow, signalStaleAdmission),
+		sig.count(herald.PriorityHigh, signalStaleAdmission), sig.count(herald.PriorityLow, signalDeferred))
 }
 
 // A rate-limited delivery is deferred with next_attempt_at and keeps its attempt count: the
@@ -101,8 +102,8 @@ func TestRateLimitDeferralKeepsAttempts(t *testing.T) {
 				st, n := e.state(id)
 				t.Logf("%s %s %d calls=%d", id, st, n, s.CallCount(id))
 			}
-			t.Logf("deferred %d refused %d processed %d", d.lanes[herald.PriorityHigh].stats.deferred.Load(),
-				d.lanes[herald.PriorityHigh].stats.rateRefused.Load(), d.lanes[herald.PriorityHigh].stats.processed.Load())
+			t.Logf("deferred %d refused %d processed %d", signals(d).count(herald.PriorityHigh, signalDeferred),
+				signals(d).count(herald.PriorityHigh, signalRateRefused), signals(d).count(herald.PriorityHigh, signalProcessed))
 		}
 	})
 	e.waitStatus(20*time.Second, []herald.Status{herald.StatusSent}, ids...)
@@ -114,7 +115,7 @@ func TestRateLimitDeferralKeepsAttempts(t *testing.T) {
 		require.Len(t, as, 1, "a deferral wrote an attempt row")
 		require.Equal(t, "SENT", as[0].Outcome)
 	}
-	require.GreaterOrEqual(t, d.lanes[herald.PriorityHigh].stats.deferred.Load(), int64(3))
+	require.GreaterOrEqual(t, signals(d).count(herald.PriorityHigh, signalDeferred), int64(3))
 	require.LessOrEqual(t, maxInWindow(callTimes(s), time.Second, all), 1)
 }
 

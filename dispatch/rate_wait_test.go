@@ -28,9 +28,9 @@ func TestStaleAdmissionsDoNotExtendRateWait(t *testing.T) {
 
 	id := e.insert(fixture{Priority: herald.PriorityHigh})
 	e.publish(id)
-	l := d.lanes[herald.PriorityHigh]
-	require.Eventually(t, func() bool { return l.stats.deferred.Load() == 1 }, 30*time.Second, 10*time.Millisecond)
-	require.Less(t, l.stats.stale.Load(), int64(maxStaleAdmissions), "stale admissions restarted the rate wait")
+	sig := signals(d)
+	require.Eventually(t, func() bool { return sig.count(herald.PriorityHigh, signalDeferred) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Less(t, sig.count(herald.PriorityHigh, signalStaleAdmission), int64(maxStaleAdmissions), "stale admissions restarted the rate wait")
 	require.Zero(t, s.CallCount(id))
 	st, n := e.state(id)
 	require.Equal(t, herald.StatusPending, st)

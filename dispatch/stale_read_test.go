@@ -30,7 +30,7 @@ func TestRecordBeforeItsRowIsVisibleIsSent(t *testing.T) {
 
 	// Commit only once a worker has read the row and missed it.
 	require.Eventually(t, func() bool {
-		return d.lanes[herald.PriorityHigh].stats.staleReads.Load() > 0
+		return signals(d).count(herald.PriorityHigh, signalStaleRead) > 0
 	}, 30*time.Second, time.Millisecond)
 	require.NoError(t, tx.Commit(ctx))
 

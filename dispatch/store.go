@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/partition"
 )
-
-// errNotFound: the record names a delivery this database does not hold.
-var errNotFound = errors.New("delivery not found")
 
 // row is a delivery with what its send needs, read in one query.
 type row struct {
@@ -80,47 +76,20 @@ LEFT JOIN user_preference p ON p.user_id = n.user_id
 WHERE ` + where
 }
 
-var (
-	// loadSQL reads one delivery.
-	loadSQL = loadSelect("", "", `d.id = $1`)
-	// loadDaySQL reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a
-	// batch of ids travels), their notifications within the bounds $2 ≤ id < $3 (the day
-	// before theirs and theirs: a delivery is made with its notification, so its id is not
-	// earlier and lies at most a midnight later) and their attempts by the same ids. Run on a
-	// custom plan (loadDay), every one of these conditions is a constant when PostgreSQL
-	// plans it, so the plan holds the partitions of the ids' day only (docs/architecture.md,
-	// "Partitions and retention").
-	loadDaySQL = loadSelect(` AND a.delivery_id = ANY($1::text[]::uuid[])`,
-		` AND n.id >= $2::text::uuid AND n.id < $3::text::uuid`, `d.id = ANY($1::text[]::uuid[])`)
-)
+// loadDaySQL reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a batch
+// of ids travels), their notifications within the bounds $2 ≤ id < $3 (the day before theirs
+// and theirs: a delivery is made with its notification, so its id is not earlier and lies at
+// most a midnight later) and their attempts by the same ids. Run on a custom plan (loadDay),
+// every one of these conditions is a constant when PostgreSQL plans it, so the plan holds the
+// partitions of the ids' day only (docs/architecture.md, "Partitions and retention").
+var loadDaySQL = loadSelect(` AND a.delivery_id = ANY($1::text[]::uuid[])`,
+	` AND n.id >= $2::text::uuid AND n.id < $3::text::uuid`, `d.id = ANY($1::text[]::uuid[])`)
 
-func load(ctx context.Context, pool *pgxpool.Pool, id string) (*row, error) {
-	r, err := scanRow(pool.QueryRow(ctx, loadSQL, id), time.Now())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load delivery %s: %w", id, err)
-	}
-	return r, nil
-}
-
-// loadMany reads the deliveries of ids, one query per UTC day of the ids (almost always
-// one); an id this database does not hold (or does not show yet) is missing from the result.
-// A batch of one (a HIGH record, a lane that is not busy) is read with loadSQL.
+// loadMany reads the deliveries of ids, one or many, one query per UTC day of the ids (almost
+// always one); an id this database does not hold (or does not show yet) is missing from the
+// result.
 func loadMany(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string]*row, error) {
 	out := make(map[string]*row, len(ids))
-	if len(ids) == 1 {
-		r, err := load(ctx, pool, ids[0])
-		if errors.Is(err, errNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[r.ID] = r
-		return out, nil
-	}
 	for day, of := range partition.ByDay(ids) {
 		if err := loadDay(ctx, pool, day, of, out); err != nil {
 			return nil, err
@@ -155,6 +124,12 @@ func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []s
 // loadDayArgs are the arguments of loadDaySQL for the ids of day, the execution mode first.
 func loadDayArgs(day partition.Day, ids []string) []any {
 	return []any{pgx.QueryExecModeExec, ids, day.Add(-1).Lower().String(), day.Add(1).Lower().String()}
+}
+
+// expiredNow reports whether r has expired by now on the database clock: the clock read with
+// the row, advanced by the monotonic time elapsed since.
+func (r *row) expiredNow() bool {
+	return r.ExpiresAt != nil && !r.DBNow.Add(time.Since(r.loadedAt)).Before(*r.ExpiresAt)
 }
 
 func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {

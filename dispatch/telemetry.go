@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
@@ -72,24 +71,14 @@ func newMetrics() (*metrics, error) {
 	return &ms, nil
 }
 
-// ended counts an attempt's outcome (class: SENT, TRANSIENT, ..., EXPIRED, GAVE_UP) and, when
-// status is final, the delivery's final outcome. Call it once the transition was written.
-func (l *lane) ended(ctx context.Context, r *row, class string, status herald.Status, provider string) {
-	l.d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", class),
+// ended counts an attempt's outcome (an attempt outcome, or GAVE_UP) and, when status is
+// final, the delivery's final outcome. Call it once the transition was written.
+func (l *lane) ended(ctx context.Context, r *row, outcome herald.AttemptOutcome, status herald.Status, provider string) {
+	l.d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(outcome)),
 		attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
 	if status.Terminal() {
 		delivery.CountFinal(ctx, delivery.Final{Status: status, Channel: r.Channel, Priority: l.prio, Provider: provider}, 1)
 	}
-}
-
-// laneStats are per-lane counters that tests and operators read directly.
-type laneStats struct {
-	rateRefused atomic.Int64 // deliveries refused by the limiter at least once
-	deferred    atomic.Int64 // deliveries deferred with next_attempt_at
-	sends       atomic.Int64 // provider calls
-	processed   atomic.Int64 // records handled
-	stale       atomic.Int64 // admissions too old to use by the time of the call
-	staleReads  atomic.Int64 // reads that did not yet see the row version a record was made from
 }
 
 // headerCarrier lets the W3C propagator read a Kafka record's headers.

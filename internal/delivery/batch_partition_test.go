@@ -32,6 +32,10 @@ func TestBatchStatementsHoldOnlyTheirDaysPartitions(t *testing.T) {
 	seen := []delivery.Seen{{ID: ids[0]}, {ID: ids[1]}}
 	scanned := deliverytest.PlannedRelations(t, pool, delivery.ClaimBatchSQLForTest, delivery.ClaimBatchArgsForTest(seen)...)
 	deliverytest.RequireOnlyPartitionsOf(t, scanned, day.Name("delivery"))
+	// A claim of one, which waits for the row's lock instead of skipping it, is bounded the same way.
+	scanned = deliverytest.PlannedRelations(t, pool, delivery.ClaimOneSQLForTest, delivery.ClaimBatchArgsForTest(seen[:1])...)
+	deliverytest.RequireOnlyPartitionsOf(t, scanned, day.Name("delivery"))
+	require.Contains(t, scanned, day.Name("delivery"))
 	claimed, err := delivery.ClaimBatch(ctx, pool, seen)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)

@@ -2,34 +2,19 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// claimSQL takes a delivery for one attempt: only from PENDING or QUEUED (a worker may see
-// the row before the relay marked it QUEUED), only at the attempt count that was read, only
-// if due and not expired by the database clock. Exactly one worker can win it; the winner
-// alone calls the provider. started_at of the attempt row is the returned now().
-const claimSQL = `
-UPDATE delivery SET status = 'SENDING', attempts = attempts + 1
-WHERE id = $1 AND status IN ('PENDING', 'QUEUED') AND attempts = $2
-  AND next_attempt_at <= now() AND (expires_at IS NULL OR expires_at > now())
-RETURNING attempts, now()`
-
-// Claim moves a delivery read with attempts attempts to SENDING (claimSQL). ok=false: another
-// worker, the relay or the reaper changed the row first.
+// Claim is ClaimBatch for one delivery read with attempts attempts: a claim of one is a batch
+// of one, and like every batch of one it waits for the row's lock. ok=false: another worker,
+// the relay or the reaper changed the row first (or it was not due, or had expired).
 func Claim(ctx context.Context, db DB, id string, attempts int) (attempt int, startedAt time.Time, ok bool, err error) {
-	err = db.QueryRow(ctx, claimSQL, id, attempts).Scan(&attempt, &startedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, time.Time{}, false, nil
+	claimed, err := ClaimBatch(ctx, db, []Seen{{ID: id, Attempts: attempts}})
+	for _, c := range claimed {
+		return c.Attempt, c.StartedAt, true, nil
 	}
-	if err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("claim delivery %s attempt %d: %w", id, attempts+1, err)
-	}
-	return attempt, startedAt, true, nil
+	return 0, time.Time{}, false, err
 }
 
 // unclaimSQL hands back a claim that never reached the provider (rate-limited, or the lane

@@ -11,8 +11,8 @@
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
 //
-// Claim and Record have batch forms, ClaimBatch and RecordBatch: the same compare-and-set
-// per row, for many rows in one statement and one commit.
+// A claim and an outcome are one statement for one row or many (ClaimBatch, RecordBatch; a
+// single row is a batch of one, and Claim and Record say so for callers that have one row).
 //
 // Every write is a conditional UPDATE on the state the caller last saw (status, attempt
 // number, and for the relay the exact row version): a late worker, a late relay or a late

@@ -6,6 +6,7 @@ const DueSQLForTest = dueSQL
 // The batch statements and their arguments, for the tests that EXPLAIN them.
 var (
 	ClaimBatchSQLForTest   = claimBatchSQL
+	ClaimOneSQLForTest     = claimOneSQL
 	RecordBatchSQLForTest  = recordBatchSQL
 	ClaimBatchArgsForTest  = claimBatchArgs
 	RecordBatchArgsForTest = recordBatchArgs

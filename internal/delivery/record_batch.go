@@ -20,12 +20,16 @@ type Recording struct {
 	Outcome   Outcome
 }
 
-// recordBatchSQL is the four outcome statements of Record (sentSQL, retrySQL, failSQL,
-// expiredSQL) for many attempts in one statement and one commit: a conditional UPDATE on
-// (id, SENDING, attempt) per row, and one attempt row for each row it matched. A row that
-// moved on (reaped, re-claimed) matches nothing and gets no attempt row, exactly as with
-// Record. The outcomes travel as parallel arrays through unnest; the new status picks, per
-// row, which columns change the way the single statements change them.
+// recordBatchSQL writes the outcomes of claimed attempts, one or many, in one statement and
+// one commit: a conditional UPDATE on (id, SENDING, attempt) per row, and one attempt row for
+// each row it matched — atomic, and one round trip after the provider calls. A late worker
+// (its row reaped and re-claimed) matches nothing and writes nothing, so it can never
+// overwrite a newer state. The outcomes travel as parallel arrays through unnest; the new
+// status picks, per row, which columns change: SENT sets sent_at, the provider and its message
+// id and clears last_error; PENDING (a retry) goes back to PENDING (or CANCELLED, see
+// backToPending) due retry_secs from now(), and the attempt row keeps that time; FAILED (a
+// permanent error, or the last allowed attempt failed) and EXPIRED (the claim expired before
+// the provider was called) keep the error.
 //
 // The statement reads delivery by d.id = ANY($1) and the notifications of a retry's campaign
 // check (backToPending) between the day before the lowest id's ($11) and the day of the
@@ -121,7 +125,7 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 			hi = id
 		}
 		o := r.Outcome
-		ids[i], attempts[i], started[i], statuses[i], classes[i] = r.ID, int32(r.Attempt), r.StartedAt, string(o.Status), o.AttemptClass
+		ids[i], attempts[i], started[i], statuses[i], classes[i] = r.ID, int32(r.Attempt), r.StartedAt, string(o.Status), string(o.AttemptClass)
 		errs[i], providers[i], codes[i], providerIDs[i] = nullable(o.Error), nullable(o.Provider), nullable(o.ProviderCode), nullable(o.ProviderID)
 		retry[i] = o.RetryIn.Seconds()
 	}
