@@ -69,6 +69,10 @@ test:
 	eval "$$($(STACK) env)"
 	go test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKG)
 	go -C bench/suite test -race -count=1 $(TESTFLAGS) ./...
+	# The Helm chart's tests are a module of their own (Helm and the Kubernetes types stay out
+	# of herald's go.mod); they only render and decode, so no -race (it would double the
+	# build of the Kubernetes packages for no concurrency to check).
+	go -C deploy/helm test -count=1 $(TESTFLAGS) ./...
 
 bench:
 	$(STACK) up
@@ -120,6 +124,9 @@ lint:
 	# bench/river is a module of its own (River stays out of herald's go.mod).
 	go -C bench/river mod tidy -diff
 	go -C bench/river vet ./...
+	# deploy/helm: the chart's tests (Helm SDK, Kubernetes types).
+	go -C deploy/helm mod tidy -diff
+	go -C deploy/helm vet ./...
 	staticcheck $(PKG)
 	govulncheck -db "$$GOVULNDB" $(PKG)
 
