@@ -28,7 +28,7 @@ SUITE := go -C bench/suite run .
 # How long `make fuzz` runs each fuzz target (a long run: `make fuzz FUZZTIME=30m`).
 FUZZTIME ?= 20s
 
-.PHONY: help build run test fuzz bench bench-go bench-smoke bench-compare lint stack-up stack-down stack-status
+.PHONY: help build image run test fuzz bench bench-go bench-smoke bench-compare lint stack-up stack-down stack-status
 
 help:
 	@echo "make run           stack up, build, migrate, print a dev API key, herald serve"
@@ -38,6 +38,7 @@ help:
 	@echo "make bench-compare A=bench/out/<run> B=bench/out/<run>   two runs' figures side by side"
 	@echo "make bench-go      stack up, the Go micro and end-to-end benchmarks (PKG=, BENCHFLAGS=)"
 	@echo "make build         bin/herald"
+	@echo "make image         the container image with buildah, FROM scratch (IMAGE=localhost/herald:<version>)"
 	@echo "make fuzz          every Go fuzz target for FUZZTIME each (default 20s)"
 	@echo "make lint          gofmt, go vet, staticcheck, govulncheck (offline database), go mod tidy check"
 	@echo "make stack-up | stack-down | stack-status"
@@ -45,19 +46,33 @@ help:
 build:
 	go build -o bin/herald ./cmd/herald
 
+# The container image (deploy/image/Containerfile; docs/deploy.md): buildah, podman and runc
+# from Debian's packages, then a static binary FROM scratch. IMAGE names it (default
+# localhost/herald:<git describe>).
+IMAGE ?=
+image:
+	deploy/local/containers.sh install
+	deploy/image/build.sh $(IMAGE)
+
 run:
 	deploy/local/run.sh
 
 # Jaeger serves the end-to-end trace test (its first build takes minutes: here, not inside a
-# test's timeout); promtool checks and tests the Prometheus rules.
+# test's timeout); promtool checks and tests the Prometheus rules; buildah and podman build
+# and run the container image (cmd/herald's TestContainerImage).
 test:
 	$(STACK) up
 	deploy/local/chromium.sh install
 	$(STACK) up jaeger
 	$(STACK) install prometheus
+	deploy/local/containers.sh install
 	eval "$$($(STACK) env)"
 	go test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKG)
 	go -C bench/suite test -race -count=1 $(TESTFLAGS) ./...
+	# The Helm chart's tests are a module of their own (Helm and the Kubernetes types stay out
+	# of herald's go.mod); they only render and decode, so no -race (it would double the
+	# build of the Kubernetes packages for no concurrency to check).
+	go -C deploy/helm test -count=1 $(TESTFLAGS) ./...
 
 bench:
 	$(STACK) up
@@ -109,6 +124,9 @@ lint:
 	# bench/river is a module of its own (River stays out of herald's go.mod).
 	go -C bench/river mod tidy -diff
 	go -C bench/river vet ./...
+	# deploy/helm: the chart's tests (Helm SDK, Kubernetes types).
+	go -C deploy/helm mod tidy -diff
+	go -C deploy/helm vet ./...
 	staticcheck $(PKG)
 	govulncheck -db "$$GOVULNDB" $(PKG)
 

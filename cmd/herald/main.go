@@ -8,6 +8,7 @@
 //	herald apikey rotate-webhook-secret ID          new webhook signing secret; the previous one stays valid 24h
 //	herald sim                                      run the provider simulator
 //	herald trace ID | --client C KEY                a notification's timeline from the database
+//	herald version                                  print the version stamped at build time
 //
 // Every flag has a HERALD_* environment variable; see docs/configuration.md.
 package main
@@ -20,6 +21,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// Time-zone data in the binary: quiet hours need every IANA zone, and the container image
+	// (FROM scratch) has no /usr/share/zoneinfo. The system's data wins where there is one.
+	_ "time/tzdata"
 )
 
 var commands = map[string]func(ctx context.Context, args []string) error{
@@ -28,11 +33,12 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"apikey":  runAPIKey,
 	"sim":     runSim,
 	"trace":   runTrace,
+	"version": runVersion,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace [flags]  (herald CMD -h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace|version [flags]  (herald CMD -h for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,4 +47,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "herald:", err)
 		os.Exit(1)
 	}
+}
+
+// runVersion prints the version set at build time (-ldflags "-X main.version=...").
+func runVersion(_ context.Context, args []string) error {
+	if err := newFlags("version").Parse(args); err != nil {
+		return err
+	}
+	fmt.Println("herald", version)
+	return nil
 }
