@@ -186,7 +186,7 @@ func (l *lane) attempt(ctx context.Context, msg herald.DeliveryMessage, span tra
 // is where MaxAttempts and RetryAmbiguous hold for it. It returns why no attempt may follow,
 // or "".
 func (l *lane) noMoreAttempts(r *row) string {
-	if limit := l.d.cfg.RetryPolicies[r.Channel].MaxAttempts; r.Attempts >= limit {
+	if limit := l.d.cfg.RetryPolicies[r.Channel].MaxAttempts; r.Attempts-r.RedriveBase >= limit {
 		return "attempts exhausted"
 	}
 	if r.LastOutcome != nil && *r.LastOutcome == "AMBIGUOUS" && !*l.cfg.RetryAmbiguous {
@@ -320,11 +320,11 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 		o.Error = truncate(sendErr.Error(), 1000)
 		o.AttemptClass = class.String()
 		policy := d.cfg.RetryPolicies[r.Channel]
-		retry := attempt < policy.MaxAttempts && (class == senders.Transient ||
+		retry := attempt-r.RedriveBase < policy.MaxAttempts && (class == senders.Transient ||
 			class == senders.Ambiguous && *l.cfg.RetryAmbiguous)
 		if retry {
 			o.Status = herald.StatusPending
-			o.RetryIn = l.retryDelay(r, policy, attempt, retryAfter)
+			o.RetryIn = l.retryDelay(r, policy, attempt-r.RedriveBase, retryAfter)
 		} else {
 			o.Status = herald.StatusFailed
 		}

@@ -35,6 +35,10 @@ type Config struct {
 	// AdmissionWait is how long a NORMAL or LOW request waits for a slot before it is
 	// answered 503 overloaded. A HIGH request waits as long as its client. Default 500 ms.
 	AdmissionWait time.Duration
+	// RedriveMax is the most deliveries one re-drive (POST /api/redrives) may match; a
+	// filter matching more is answered 422 redrive_too_large with the count. Default
+	// 1,000,000 (internal/redrive's DefaultMax).
+	RedriveMax int
 }
 
 // Defaults.

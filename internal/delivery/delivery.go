@@ -10,6 +10,7 @@
 //	PENDING ──Claim──▶ SENDING (a worker may read the record before the row is marked QUEUED)
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
+//	FAILED / EXPIRED ──Redrive──▶ PENDING   (an operator's re-drive: the one move back)
 //
 // Claim and Record have batch forms, ClaimBatch and RecordBatch: the same compare-and-set
 // per row, for many rows in one statement and one commit.

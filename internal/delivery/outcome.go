@@ -25,32 +25,32 @@ type Outcome struct {
 // overwrite a newer state. Parameters: $1 id, $2 attempt, $3 started_at, $4 attempt outcome,
 // $5 error, $6 provider, $7 provider code, $8 the status's own value. The four statements
 // differ only in the delivery's new state; attemptInsert is their common tail, ended by
-// the attempt row's next_attempt_at.
+// the attempt row's next_attempt_at. The attempt row names the delivery's re-drive, if any.
 const attemptInsert = `
-INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error, provider, provider_code, next_attempt_at)
-SELECT id, attempts, $3, $4, $5, $6, $7, `
+INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at)
+SELECT id, attempts, redrive_id, $3, $4, $5, $6, $7, `
 
 // sentSQL: the provider accepted the message ($8: its message id).
 const sentSQL = `WITH d AS (
 UPDATE delivery SET status = 'SENT', sent_at = now(), provider = $6, provider_message_id = $8, last_error = NULL
-WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts)` + attemptInsert + `NULL FROM d`
+WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, redrive_id)` + attemptInsert + `NULL FROM d`
 
 // retrySQL: back to PENDING, due $8 s from now(); the attempt row keeps the retry time.
 var retrySQL = `WITH d AS (
 UPDATE delivery SET status = ` + backToPending("delivery") + `, next_attempt_at = now() + make_interval(secs => $8), last_error = $5,
        provider = coalesce($6, provider)
-WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, next_attempt_at)` + attemptInsert + `d.next_attempt_at FROM d`
+WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, redrive_id, next_attempt_at)` + attemptInsert + `d.next_attempt_at FROM d`
 
 // failSQL: a permanent error, or the last allowed attempt failed.
 const failSQL = `WITH d AS (
 UPDATE delivery SET status = 'FAILED', last_error = $5, provider = coalesce($6, provider)
-WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts)` + attemptInsert + `NULL FROM d`
+WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, redrive_id)` + attemptInsert + `NULL FROM d`
 
 // expiredSQL: the claim expired before the provider was called (waiting for rate-limit
 // capacity).
 const expiredSQL = `WITH d AS (
 UPDATE delivery SET status = 'EXPIRED', last_error = $5
-WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts)` + attemptInsert + `NULL FROM d`
+WHERE id = $1 AND status = 'SENDING' AND attempts = $2 RETURNING id, attempts, redrive_id)` + attemptInsert + `NULL FROM d`
 
 // Record writes o for claimed attempt attempt, started at startedAt, with the statement of
 // o.Status. It returns false when the row was no longer this attempt's.
