@@ -21,7 +21,7 @@ const matchFrom = `
   LEFT JOIN campaign c ON c.id = n.campaign_id
   LEFT JOIN delivery_attempt la ON la.delivery_id = d.id AND la.attempt = d.attempts`
 
-// skipReason is why a matched delivery is left alone, ” when it is re-armed; $1 is
+// skipReason is why a matched delivery is left alone, empty when it is re-armed; $1 is
 // includePermanent, $2 the request's expiresAt (NULL: none). The order decides which reason
 // a delivery that has several is counted under.
 const skipReason = `CASE WHEN c.status = 'CANCELLED' THEN '` + SkipCampaignCancelled + `'
@@ -73,7 +73,7 @@ func (f *Filter) where(args *[]any) string {
 	return strings.Join(c, "\n   AND ")
 }
 
-// count counts the deliveries f matches now, by skip reason (” for those that would be
+// count counts the deliveries f matches now, by skip reason (empty for those that would be
 // re-armed).
 func count(ctx context.Context, db delivery.DB, f *Filter, includePermanent bool, expiresAt *time.Time) (matched int64, byReason map[string]int64, err error) {
 	args := []any{includePermanent, expiresAt}
