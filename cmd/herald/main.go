@@ -8,6 +8,7 @@
 //	herald apikey rotate-webhook-secret ID          new webhook signing secret; the previous one stays valid 24h
 //	herald sim                                      run the provider simulator
 //	herald trace ID | --client C KEY                a notification's timeline from the database
+//	herald redrive --status FAILED [filters]        send failed deliveries again (dry-run count, then confirm)
 //
 // Every flag has a HERALD_* environment variable; see docs/configuration.md.
 package main
@@ -28,11 +29,12 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"apikey":  runAPIKey,
 	"sim":     runSim,
 	"trace":   runTrace,
+	"redrive": runRedrive,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace [flags]  (herald CMD -h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace|redrive [flags]  (herald CMD -h for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -150,3 +150,28 @@ func (r *Redrive) Answer() *Answer {
 	return &Answer{ID: r.ID.String(), Status: r.Status, DryRun: r.DryRun, Matched: r.Matched,
 		Redriven: r.Redriven, Skipped: r.Skipped}
 }
+
+const selectRecent = `
+SELECT id, client_id::text, status, dry_run, matched, redriven, skipped, filter, include_permanent,
+       expires_at, created_at, finished_at
+  FROM redrive ORDER BY id DESC LIMIT $1`
+
+// Recent returns the last limit re-drives, newest first (ids are UUIDv7: creation order).
+func Recent(ctx context.Context, db delivery.DB, limit int) ([]Redrive, error) {
+	rows, err := db.Query(ctx, selectRecent, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read recent re-drives: %w", err)
+	}
+	var out []Redrive
+	var r Redrive
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.ClientID, &r.Status, &r.DryRun, &r.Matched, &r.Redriven, &r.Skipped,
+		&r.Filter, &r.IncludePermanent, &r.ExpiresAt, &r.CreatedAt, &r.FinishedAt}, func() error {
+		out = append(out, r)
+		r = Redrive{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read recent re-drives: %w", err)
+	}
+	return out, nil
+}
