@@ -38,6 +38,13 @@ UPDATE redrive SET cursor_id = $2, redriven = $3, skipped = $4,
 // the lot re-armed.
 func (x *Executor) runLot(ctx context.Context) (worked bool, armed int, err error) {
 	err = pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
+		// The lot's re-armed rows and the cursor commit together, so a commit lost in a crash
+		// takes the cursor with it and the next executor runs the lot again: as a campaign's
+		// lot, it need not wait for its WAL flush. The relay streams only flushed WAL, so it
+		// never publishes a row of a lost commit.
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return fmt.Errorf("re-drive lot: %w", err)
+		}
 		var (
 			id        uuid.UUID
 			f         Filter

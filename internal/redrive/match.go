@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/delivery"
@@ -14,12 +15,17 @@ import (
 
 // matchFrom is the FROM of every re-drive read: a delivery with its notification (template,
 // campaign), its campaign (a cancelled one is skipped) and its last attempt (error class and
-// code; the attempt numbered d.attempts). Each join is a primary-key probe.
+// code; the attempt numbered d.attempts). Each join is a primary-key probe. The attempt is
+// read LATERAL with a LIMIT (which keeps the planner from flattening it back into a join) on
+// purpose: as a plain join, with a condition on the attempt (errorCode), the planner
+// merge-joined delivery_attempt's primary key from its first row, so that every lot re-read
+// the attempts of all the lots before it (a re-drive of 100,000 rows ran at 760/s).
 const matchFrom = `
   FROM delivery d
   JOIN notification n ON n.id = d.notification_id
   LEFT JOIN campaign c ON c.id = n.campaign_id
-  LEFT JOIN delivery_attempt la ON la.delivery_id = d.id AND la.attempt = d.attempts`
+  LEFT JOIN LATERAL (SELECT a.outcome, a.provider_code FROM delivery_attempt a
+                      WHERE a.delivery_id = d.id AND a.attempt = d.attempts LIMIT 1) la ON true`
 
 // skipReason is why a matched delivery is left alone, empty when it is re-armed; $1 is
 // includePermanent, $2 the request's expiresAt (NULL: none). The order decides which reason
@@ -107,11 +113,17 @@ type match struct {
 
 // lot reads the next at most limit matches of f after the delivery id cursor (nil: from the
 // start), in id order, locked until the lot's transaction ends so that their writes wait for
-// it; deliveries this re-drive re-armed already are not matches.
-func lot(ctx context.Context, tx pgx.Tx, id any, f *Filter, includePermanent bool, expiresAt *time.Time, cursor any, limit int) ([]match, error) {
-	args := []any{includePermanent, expiresAt, id, cursor, limit}
+// it; deliveries this re-drive re-armed already are not matches. The cursor is always a value
+// (the nil uuid for the start): "$4 IS NULL OR d.id > $4" would not be an index condition in
+// a generic plan, and every lot would walk the index from its first entry.
+func lot(ctx context.Context, tx pgx.Tx, id any, f *Filter, includePermanent bool, expiresAt *time.Time, cursor *uuid.UUID, limit int) ([]match, error) {
+	after := uuid.Nil
+	if cursor != nil {
+		after = *cursor
+	}
+	args := []any{includePermanent, expiresAt, id, after, limit}
 	sql := `SELECT d.id::text, d.status, d.attempts, ` + skipReason + matchFrom + `
- WHERE d.redrive_id IS DISTINCT FROM $3 AND ($4::uuid IS NULL OR d.id > $4)
+ WHERE d.redrive_id IS DISTINCT FROM $3 AND d.id > $4
    AND ` + f.where(&args) + `
  ORDER BY d.id LIMIT $5
    FOR UPDATE OF d`
