@@ -83,6 +83,7 @@ SELECT id, 1, now(), 'TRANSIENT', 'sms:twilio', '503' FROM delivery WHERE status
 			redrive.Request{Filter: redrive.Filter{Status: []herald.Status{herald.StatusFailed}, ErrorCode: "503"}}, 0)
 		require.NoError(b, err)
 		require.Equal(b, int64(n), ans.Matched)
+		counted := time.Since(started)
 		id := ans.ID
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -96,6 +97,7 @@ SELECT id, 1, now(), 'TRANSIENT', 'sms:twilio', '503' FROM delivery WHERE status
 			time.Sleep(5 * time.Millisecond) // polling a condition; the executor works meanwhile
 		}
 		redriveTook += time.Since(started)
+		b.Logf("re-drive: count and write %s, lots %s", counted.Round(time.Millisecond), (time.Since(started) - counted).Round(time.Millisecond))
 		cancel()
 		require.NoError(b, <-done)
 		var armed int

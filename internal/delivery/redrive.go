@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldhq/herald"
@@ -59,7 +60,9 @@ func Redrive(ctx context.Context, db DB, redriveID uuid.UUID, expiresAt *time.Ti
 	for i, r := range rows {
 		ids[i], statuses[i], attempts[i] = r.ID, string(r.Status), int32(r.Attempts)
 	}
-	q, err := db.Query(ctx, redriveSQL, pgtype.UUID{Bytes: redriveID, Valid: true}, expiresAt, ids, statuses, attempts)
+	// Unnamed (QueryExecModeExec), as RecordBatch: planned for the ids at hand, which prunes
+	// the partitions read to the ids' days; a generic plan would hold every partition.
+	q, err := db.Query(ctx, redriveSQL, pgx.QueryExecModeExec, pgtype.UUID{Bytes: redriveID, Valid: true}, expiresAt, ids, statuses, attempts)
 	if err != nil {
 		return nil, fmt.Errorf("redrive %d deliveries (first %s) for re-drive %s: %w", len(rows), rows[0].ID, redriveID, err)
 	}

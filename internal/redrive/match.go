@@ -121,13 +121,15 @@ func lot(ctx context.Context, tx pgx.Tx, id any, f *Filter, includePermanent boo
 	if cursor != nil {
 		after = *cursor
 	}
+	// Unnamed (QueryExecModeExec): planned for the values at hand on every lot, as dispatch's
+	// batch reads are; a generic plan knows neither the cursor nor the filter's values.
 	args := []any{includePermanent, expiresAt, id, after, limit}
 	sql := `SELECT d.id::text, d.status, d.attempts, ` + skipReason + matchFrom + `
  WHERE d.redrive_id IS DISTINCT FROM $3 AND d.id > $4
    AND ` + f.where(&args) + `
  ORDER BY d.id LIMIT $5
    FOR UPDATE OF d`
-	rows, err := tx.Query(ctx, sql, args...)
+	rows, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read re-drive lot: %w", err)
 	}
