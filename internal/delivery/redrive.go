@@ -33,7 +33,10 @@ type Redrivable struct {
 //
 // A delivery of a cancelled campaign stays where it is: the campaign row is read FOR KEY
 // SHARE, as backToPending reads it, so a cancel either commits first (and the row is left
-// FAILED) or waits until this statement committed, and then cancels the PENDING row.
+// FAILED) or waits until this statement committed, and then cancels the PENDING row. The
+// campaign is found by its id, read from the notification by primary key: written as a join,
+// the planner walked a campaign's notifications (notification_campaign) for every row, and a
+// lot of 1,000 deliveries took 26 s beside a campaign of 20,000 users.
 // The ids travel as text and are cast, as in every batch statement of this package.
 const redriveSQL = `
 WITH s AS (
@@ -44,8 +47,9 @@ UPDATE delivery AS d
   FROM s
  WHERE d.id = ANY($3::text[]::uuid[]) AND d.id = s.id::uuid
    AND d.status IN ('FAILED', 'EXPIRED') AND d.status = s.status AND d.attempts = s.attempts
-   AND (SELECT c.status FROM notification n JOIN campaign c ON c.id = n.campaign_id
-         WHERE n.id = d.notification_id FOR KEY SHARE OF c) IS DISTINCT FROM 'CANCELLED'
+   AND (SELECT c.status FROM campaign c
+         WHERE c.id = (SELECT n.campaign_id FROM notification n WHERE n.id = d.notification_id)
+           FOR KEY SHARE) IS DISTINCT FROM 'CANCELLED'
 RETURNING d.id::text`
 
 // Redrive moves the rows of re-drive redriveID that are still as read back to PENDING
