@@ -172,6 +172,23 @@ func TestRedriveReachesSent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE id = ANY($1::uuid[]) AND status = 'FAILED' AND redrive_id IS NULL`, email).Scan(&failed))
 	require.Equal(t, n, failed, "permanent failures are skipped")
 
+	var note struct {
+		Deliveries []struct {
+			ID         string
+			AttemptLog []struct{ RedriveID string }
+		}
+	}
+	var nid string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT notification_id::text FROM delivery WHERE id = $1`, sms[0]).Scan(&nid))
+	doJSON(t, http.MethodGet, "http://"+e.addr+"/api/notifications/"+nid, key, "", &note, http.StatusOK)
+	for _, d := range note.Deliveries {
+		if d.ID == sms[0] {
+			require.Len(t, d.AttemptLog, 3)
+			require.Equal(t, []string{"", "", id}, []string{d.AttemptLog[0].RedriveID, d.AttemptLog[1].RedriveID, d.AttemptLog[2].RedriveID},
+				"the API's attempt log names the re-drive")
+		}
+	}
+
 	trace, err := exec.Command(heraldBin, "trace", "--database-url", st.dsn, sms[0]).CombinedOutput()
 	require.NoError(t, err, "%s", trace)
 	require.Contains(t, string(trace), "re-driven by "+id)
