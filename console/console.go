@@ -1,7 +1,8 @@
 // Package console is herald's operator console: server-rendered pages under /console that
 // show the message log, one notification's timeline (the view of herald trace), its trace as
-// Jaeger's query API returns it, and live lane, relay and provider figures. It reads only,
-// from the database, Kafka's group offsets and Jaeger.
+// Jaeger's query API returns it, and live lane, relay and provider figures. It reads, from
+// the database, Kafka's group offsets and Jaeger; the one thing it writes is an operator's
+// re-drive (redrive.go), through internal/redrive as the API does.
 //
 // An operator logs in with an API key that holds the operator scope; the console keeps a
 // signed, HttpOnly, SameSite=Strict session cookie that names the key's client and expires
@@ -55,6 +56,9 @@ type Config struct {
 	RateLimits map[string]int
 	// PageSize is how many rows a page of the message log holds. Default 50.
 	PageSize int
+	// RedriveMax is the most deliveries one re-drive may match, as ingest's. Default
+	// 1,000,000 (internal/redrive's DefaultMax).
+	RedriveMax int
 }
 
 // Lane names one dispatch lane's topic and consumer group.
@@ -142,6 +146,11 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /console/notifications/{id}", c.operator(c.notification))
 	mux.Handle("GET /console/traces/{traceID}", c.operator(c.trace))
 	mux.Handle("GET /console/lag", c.operator(c.lag))
+	mux.Handle("GET /console/redrives", c.operator(c.redrives))
+	// The one page that writes: besides the SameSite=Strict session cookie, a cross-origin
+	// POST (by Sec-Fetch-Site or Origin) is refused before the session is even read.
+	mux.Handle("POST /console/redrives", http.NewCrossOriginProtection().Handler(c.operator(c.postRedrive)))
+	mux.Handle("GET /console/redrives/{id}", c.operator(c.redriveOne))
 	mux.HandleFunc("/console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	})

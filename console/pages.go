@@ -12,7 +12,7 @@ import (
 	"github.com/heraldhq/herald/internal/timeline"
 )
 
-var pageNames = []string{"login", "messages", "notification", "trace", "lag", "error"}
+var pageNames = []string{"login", "messages", "notification", "trace", "lag", "error", "redrive", "redrive_one"}
 
 var funcs = template.FuncMap{
 	"stamp": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -62,8 +63,17 @@ func (c *Console) operator(next http.HandlerFunc) http.Handler {
 			c.fail(w, http.StatusForbidden, "this API key lacks the operator scope", nil)
 			return
 		}
-		next(w, r)
+		next(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, s.ClientID)))
 	})
+}
+
+type clientKey struct{}
+
+// clientOf is the API client of the operator whose session the request carries (operator
+// put it in the context).
+func clientOf(ctx context.Context) string {
+	id, _ := ctx.Value(clientKey{}).(string)
+	return id
 }
 
 func toLogin(w http.ResponseWriter, r *http.Request) {

@@ -57,7 +57,7 @@ func olderThan(r *row, msg herald.DeliveryMessage) bool {
 // the rows that did not: the reaper returned them from SENDING (the worker died, or its
 // outcome could not be written) and logged that attempt AMBIGUOUS.
 func (l *lane) giveUpReason(r *row) string {
-	if limit := l.d.cfg.RetryPolicies[r.Channel].MaxAttempts; r.Attempts >= limit {
+	if limit := l.d.cfg.RetryPolicies[r.Channel].MaxAttempts; r.budgetUsed(r.Attempts) >= limit {
 		return "attempts exhausted"
 	}
 	if r.LastOutcome != nil && herald.AttemptOutcome(*r.LastOutcome) == herald.AttemptAmbiguous && !*l.cfg.RetryAmbiguous {
@@ -65,6 +65,11 @@ func (l *lane) giveUpReason(r *row) string {
 	}
 	return ""
 }
+
+// budgetUsed is how much of the attempt budget attempt number attempt has used: the
+// attempts since the row was last re-driven (a re-drive gives a fresh budget while the
+// attempt numbers go on), all of them for a row never re-driven.
+func (r *row) budgetUsed(attempt int) int { return attempt - r.RedriveBase }
 
 // outcomeGaveUp labels, in the attempts metric, a delivery ended FAILED by giveUpReason. It
 // is no attempt outcome: no attempt row is written for it.

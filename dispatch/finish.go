@@ -45,9 +45,10 @@ func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr err
 	}
 	o.Error = truncate(sendErr.Error(), 1000)
 	o.AttemptClass = attemptOutcome(class)
-	policy, attempt := l.d.cfg.RetryPolicies[w.r.Channel], w.claimed.Attempt
-	if attempt < policy.MaxAttempts && (class == senders.Transient || class == senders.Ambiguous && *l.cfg.RetryAmbiguous) {
-		o.Status, o.RetryIn = herald.StatusPending, l.retryDelay(w.r, policy, attempt, retryAfter)
+	policy, used := l.d.cfg.RetryPolicies[w.r.Channel], w.r.budgetUsed(w.claimed.Attempt)
+	if used < policy.MaxAttempts && (class == senders.Transient || class == senders.Ambiguous && *l.cfg.RetryAmbiguous) {
+		// The backoff restarts at its base after a re-drive.
+		o.Status, o.RetryIn = herald.StatusPending, l.retryDelay(w.r, policy, used, retryAfter)
 	} else {
 		o.Status = herald.StatusFailed
 	}

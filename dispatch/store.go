@@ -42,7 +42,8 @@ type row struct {
 	QuietStart     pgtype.Time
 	QuietEnd       pgtype.Time
 	PushTokens     json.RawMessage // [{"token":..,"platform":..}]
-	LastOutcome    *string         // outcome of attempt number Attempts, if logged
+	LastOutcome    *string         // outcome of attempt number Attempts, if logged after the last re-drive
+	RedriveBase    int             // attempts the row had when it was last re-driven (0: never); the budget counts those after
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
@@ -67,7 +68,9 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
                                      ORDER BY pt.created_at), '[]')
            FROM push_token pt WHERE pt.user_id = n.user_id)
        END,
-       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `)
+       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `
+           AND a.attempt > d.attempts_at_redrive),
+       d.attempts_at_redrive
 FROM delivery d
 JOIN notification n ON n.id = d.notification_id` + notifications + `
 LEFT JOIN template t ON t.name = n.template
@@ -138,7 +141,7 @@ func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.RedriveBase)
 	return r, err
 }
 

@@ -126,6 +126,8 @@ func routes(a *API) []apiRoute {
 		{http.MethodPost, "/api/campaigns/{id}/recipients", a.postRecipients, []Scope{ScopeCampaignsWrite}},
 		{http.MethodPost, "/api/campaigns/{id}/start", a.postStart, []Scope{ScopeCampaignsWrite}},
 		{http.MethodPost, "/api/campaigns/{id}/cancel", a.postCancel, []Scope{ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/redrives", a.postRedrive, []Scope{ScopeOperator}},
+		{http.MethodGet, "/api/redrives/{id}", a.getRedrive, []Scope{ScopeOperator}},
 	}
 }
 

@@ -110,7 +110,7 @@ func (x *Expander) Run(ctx context.Context) error {
 			x.log.Error("campaign lot failed", zap.Error(err))
 			t.Reset(x.cfg.PollInterval)
 		case worked:
-			t.Reset(pace.wait(started, time.Now(), written, x.cfg.Rate))
+			t.Reset(pace.Wait(started, time.Now(), written, x.cfg.Rate))
 		default:
 			t.Reset(x.cfg.PollInterval)
 		}

@@ -42,6 +42,10 @@ type Config struct {
 	// whose channels are all others is refused, 422 channel_unavailable. Give every process
 	// the same. Default: every channel.
 	Channels []herald.Channel
+	// RedriveMax is the most deliveries one re-drive (POST /api/redrives) may match; a
+	// filter matching more is answered 422 redrive_too_large with the count. Default
+	// 1,000,000 (internal/redrive's DefaultMax).
+	RedriveMax int
 }
 
 // Defaults.

@@ -60,6 +60,8 @@ type attemptJSON struct {
 	Provider     *string   `json:"provider"`
 	ProviderCode *string   `json:"providerCode"`
 	ErrorClass   *string   `json:"errorClass"`
+	// RedriveID is the operator re-drive the attempt ran under; absent before any.
+	RedriveID *string `json:"redriveId,omitempty"`
 }
 
 // selectNotification is scoped to the client: another client's id reads as unknown.
@@ -166,7 +168,8 @@ func attemptLog(as []timeline.Attempt) []attemptJSON {
 	out := make([]attemptJSON, len(as))
 	for i, a := range as {
 		out[i] = attemptJSON{Started: a.Started, Finished: a.Finished, Outcome: a.Outcome,
-			Provider: nonEmpty(a.Provider), ProviderCode: nonEmpty(a.ProviderCode), ErrorClass: nonEmpty(a.ErrorClass)}
+			Provider: nonEmpty(a.Provider), ProviderCode: nonEmpty(a.ProviderCode), ErrorClass: nonEmpty(a.ErrorClass),
+			RedriveID: nonEmpty(a.RedriveID)}
 	}
 	return out
 }

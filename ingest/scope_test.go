@@ -74,13 +74,15 @@ var scopeCases = []scopeCase{
 	{http.MethodPost, "/api/campaigns/{id}/recipients", `{"userIds":[6]}`, nil, http.StatusOK},
 	{http.MethodPost, "/api/campaigns/{id}/start", "", nil, http.StatusOK},
 	{http.MethodPost, "/api/campaigns/{id}/cancel", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/redrives", `{"filter":{"status":["FAILED"]},"dryRun":true}`, map[string]string{"Idempotency-Key": "scoped"}, http.StatusAccepted},
+	{http.MethodGet, "/api/redrives/{id}", "", nil, http.StatusOK},
 }
 
 // snapshot is every row a request could change, as text.
 func snapshot(t *testing.T, e *env) string {
 	t.Helper()
 	var out []string
-	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt", "campaign", "campaign_recipient"} {
+	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt", "campaign", "campaign_recipient", "redrive"} {
 		var s string
 		require.NoError(t, e.pool.QueryRow(context.Background(),
 			`SELECT coalesce(string_agg(x::text, '|' ORDER BY x::text), '') FROM `+table+` x`).Scan(&s))
@@ -103,6 +105,9 @@ func TestInsufficientScope(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	campaignID := res.json(t)["id"].(string)
 	operator := e.newKey(ScopeOperator)
+	res = e.postRedrive("first", `{"filter":{"status":["FAILED"]},"dryRun":true}`)
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	redriveID := res.json(t)["id"].(string)
 
 	table := routes(&API{})
 	require.Len(t, scopeCases, len(table), "one case per route")
@@ -112,6 +117,9 @@ func TestInsufficientScope(t *testing.T) {
 		path := strings.NewReplacer("{id}", notificationID, "{userId}", "5", "{name}", "otp").Replace(tc.path)
 		if strings.HasPrefix(tc.path, "/api/campaigns/") {
 			path = strings.Replace(tc.path, "{id}", campaignID, 1)
+		}
+		if strings.HasPrefix(tc.path, "/api/redrives/") {
+			path = strings.Replace(tc.path, "{id}", redriveID, 1)
 		}
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var others []Scope

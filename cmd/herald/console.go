@@ -48,7 +48,7 @@ func newConsole(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (http.Handle
 		lanes[p] = console.Lane{Topic: *c.Topics.Names[p], Group: *c.Groups.groups[p]}
 	}
 	con, err := console.New(console.Config{JaegerURL: c.Console.JaegerURL, SessionTTL: c.Console.SessionTTL,
-		Slot: c.Relay.cfg.Slot, Lanes: lanes, RateLimits: dc.RateLimits}, pool, kadm.NewClient(kcl), log)
+		Slot: c.Relay.cfg.Slot, Lanes: lanes, RateLimits: dc.RateLimits, RedriveMax: c.Ingest.RedriveMax}, pool, kadm.NewClient(kcl), log)
 	if err != nil {
 		kcl.Close()
 		return nil, nil, fmt.Errorf("console: %w", err)

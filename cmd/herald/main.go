@@ -8,6 +8,7 @@
 //	herald apikey rotate-webhook-secret ID          new webhook signing secret; the previous one stays valid 24h
 //	herald sim                                      run the provider simulator
 //	herald trace ID | --client C KEY                a notification's timeline from the database
+//	herald redrive --status FAILED [filters]        send failed deliveries again (dry-run count, then confirm)
 //	herald version                                  print the version stamped at build time
 //
 // Every flag has a HERALD_* environment variable; see docs/configuration.md.
@@ -33,12 +34,13 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"apikey":  runAPIKey,
 	"sim":     runSim,
 	"trace":   runTrace,
+	"redrive": runRedrive,
 	"version": runVersion,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace|version [flags]  (herald CMD -h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: herald serve|migrate|apikey|sim|trace|redrive|version [flags]  (herald CMD -h for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

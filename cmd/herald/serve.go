@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
+	"github.com/heraldhq/herald/internal/redrive"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,6 +42,7 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
 	Expander        ingest.ExpanderConfig
+	Redrive         redrive.Config
 	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
@@ -67,6 +69,8 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.AdmissionHighReserve, "admission-high-reserve", 0, "admission slots only HIGH requests may take; 0: max(1, slots/4)")
 	f.Duration(&c.Ingest.AdmissionWait, "admission-wait", ingest.DefaultAdmissionWait, "how long a NORMAL or LOW POST /api/notifications waits for an admission slot before it is answered 503 overloaded")
 	f.Int(&c.Expander.Rate, "campaign-rate", ingest.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
+	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
+	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
 	c.Topics.register(f)
 	c.Relay.register(f)
 	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
@@ -198,6 +202,11 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		runs = append(runs, component{"campaign expander", x.Run})
+		rx, err := redrive.New(c.Redrive, pool, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, component{"re-drive executor", rx.Run})
 	}
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)

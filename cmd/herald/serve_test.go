@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/redrive"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -60,5 +61,5 @@ func TestServeAdmissionFlags(t *testing.T) {
 	c.register(f)
 	require.NoError(t, f.Parse(nil))
 	require.Equal(t, ingest.Config{AuthCacheTTL: ingest.DefaultAuthCacheTTL, AdmissionHighReserve: 3,
-		AdmissionWait: ingest.DefaultAdmissionWait}, c.Ingest)
+		AdmissionWait: ingest.DefaultAdmissionWait, RedriveMax: redrive.DefaultMax}, c.Ingest)
 }

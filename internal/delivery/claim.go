@@ -62,9 +62,9 @@ WITH d AS (
     UPDATE delivery SET status = 'EXPIRED', attempts = attempts + 1, last_error = 'expired'
     WHERE id = $1 AND status IN ('PENDING', 'QUEUED') AND attempts = $2
       AND expires_at IS NOT NULL AND expires_at <= now()
-    RETURNING id, attempts)
-INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-SELECT id, attempts, now(), 'EXPIRED', 'expired before send' FROM d`
+    RETURNING id, attempts, redrive_id)
+INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error)
+SELECT id, attempts, redrive_id, now(), 'EXPIRED', 'expired before send' FROM d`
 
 // Expire ends a delivery read with attempts attempts EXPIRED (expireSQL). false: the row
 // moved on, or has not expired.

@@ -10,6 +10,7 @@
 //	PENDING ──Claim──▶ SENDING (a worker may read the record before the row is marked QUEUED)
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
+//	FAILED / EXPIRED ──Redrive──▶ PENDING   (an operator's re-drive: the one move back)
 //
 // A claim and an outcome are one statement for one row or many (ClaimBatch, RecordBatch; a
 // single row is a batch of one, and Claim and Record say so for callers that have one row).

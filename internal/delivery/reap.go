@@ -64,10 +64,10 @@ reaped AS (
       FROM stale
      WHERE d.id = stale.id AND d.status = 'SENDING'
        AND d.attempts = stale.attempts AND d.updated_at = stale.updated_at
- RETURNING d.id, d.attempts, d.priority, stale.updated_at AS claimed_at),
+ RETURNING d.id, d.attempts, d.priority, d.redrive_id, stale.updated_at AS claimed_at),
 logged AS (
-    INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-    SELECT id, attempts, claimed_at, 'AMBIGUOUS', 'in flight past the SENDING lease; outcome unknown'
+    INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error)
+    SELECT id, attempts, redrive_id, claimed_at, 'AMBIGUOUS', 'in flight past the SENDING lease; outcome unknown'
       FROM reaped
      WHERE attempts > 0
         ON CONFLICT DO NOTHING)

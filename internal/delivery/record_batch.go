@@ -55,9 +55,9 @@ d AS (
                                   ELSE d.next_attempt_at END
       FROM o
      WHERE d.id = ANY($1::text[]::uuid[]) AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
-    RETURNING d.id, d.attempts, d.status, d.next_attempt_at)
-INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error, provider, provider_code, next_attempt_at)
-SELECT d.id, d.attempts, o.started_at, o.outcome, o.error, o.provider, o.provider_code,
+    RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id)
+INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at)
+SELECT d.id, d.attempts, d.redrive_id, o.started_at, o.outcome, o.error, o.provider, o.provider_code,
        CASE WHEN d.status = 'PENDING' THEN d.next_attempt_at END
   FROM d JOIN o ON o.id::uuid = d.id
 RETURNING delivery_id::text`

@@ -124,9 +124,9 @@ expired AS (
       FROM due
      WHERE d.id = due.id AND d.status = 'PENDING' AND d.attempts = due.attempts
        AND d.expires_at <= now()
- RETURNING d.id, d.attempts)
-INSERT INTO delivery_attempt (delivery_id, attempt, started_at, outcome, error)
-SELECT id, attempts, now(), 'EXPIRED', 'expired before send' FROM expired`
+ RETURNING d.id, d.attempts, d.redrive_id)
+INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error)
+SELECT id, attempts, redrive_id, now(), 'EXPIRED', 'expired before send' FROM expired`
 
 // ExpireDue expires at most limit PENDING rows past their expires_at (expireDueSQL) and
 // returns how many it expired.

@@ -31,7 +31,7 @@ const selectDeliveries = `
 SELECT n.id::text, n.client_id::text, n.user_id, n.template, n.category, n.priority, n.created_at,
        coalesce(n.traceparent, ''),
        d.id::text, d.channel, d.status, d.attempts, d.next_attempt_at, d.created_at, d.updated_at,
-       d.provider, d.provider_message_id, d.transition_status, d.transition_at
+       d.provider, d.provider_message_id, d.transition_status, d.transition_at, d.redrive_id::text
   FROM notification n LEFT JOIN delivery d ON d.notification_id = n.id AND d.id >= $3 AND d.id < $4
  WHERE n.id = ` + notificationOf + ` AND ($2::uuid IS NULL OR n.client_id = $2::uuid)
  ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], d.channel)`
@@ -40,7 +40,7 @@ SELECT n.id::text, n.client_id::text, n.user_id, n.template, n.category, n.prior
 // in the same batch as selectDeliveries, so a timeline is one round trip.
 const selectAttempts = `
 SELECT a.delivery_id::text, a.attempt, a.started_at, a.finished_at, a.outcome, a.provider,
-       a.provider_code, a.next_attempt_at
+       a.provider_code, a.next_attempt_at, a.redrive_id::text
   FROM delivery_attempt a JOIN delivery d ON d.id = a.delivery_id
  WHERE d.notification_id = ` + notificationOf + `
    AND d.id >= $2 AND d.id < $3 AND a.delivery_id >= $2 AND a.delivery_id < $3
@@ -108,6 +108,7 @@ type deliveryRow struct {
 	attempts               *int
 	next, created, updated *time.Time
 	provider, providerMsg  *string
+	redrive                *string
 	transitionStatus       []string
 	transitionAt           []time.Time
 }
@@ -119,7 +120,7 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 	)
 	if err := rows.Scan(&tl.NotificationID, &tl.ClientID, &tl.UserID, &tl.Template, &tl.Category, &priority,
 		&tl.AcceptedAt, &tp, &r.id, &r.channel, &r.status, &r.attempts, &r.next, &r.created, &r.updated,
-		&r.provider, &r.providerMsg, &r.transitionStatus, &r.transitionAt); err != nil {
+		&r.provider, &r.providerMsg, &r.transitionStatus, &r.transitionAt, &r.redrive); err != nil {
 		return Delivery{}, false, err
 	}
 	tl.Priority, tl.TraceID, tl.AcceptedAt = herald.Priority(priority), TraceID(tp), tl.AcceptedAt.UTC()
@@ -129,6 +130,7 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 	d := Delivery{
 		ID: *r.id, Channel: herald.Channel(*r.channel), Status: herald.Status(*r.status), Attempts: *r.attempts,
 		Provider: deref(r.provider), ProviderMessageID: deref(r.providerMsg), UpdatedAt: r.updated.UTC(),
+		RedriveID: deref(r.redrive),
 	}
 	if !d.Status.Terminal() {
 		next := r.next.UTC()
@@ -155,12 +157,13 @@ func QueueAttemptLog(b *pgx.Batch, ref string, into map[string][]Attempt) {
 				a              Attempt
 				did, stored    string
 				provider, code *string
+				redrive        *string
 			)
-			if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt); err != nil {
+			if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt, &redrive); err != nil {
 				return err
 			}
 			a.Outcome, a.ErrorClass = attemptOutcome(stored)
-			a.Provider, a.ProviderCode = deref(provider), deref(code)
+			a.Provider, a.ProviderCode, a.RedriveID = deref(provider), deref(code), deref(redrive)
 			a.Started, a.Finished = a.Started.UTC(), a.Finished.UTC()
 			if a.NextAttemptAt != nil {
 				u := a.NextAttemptAt.UTC()

@@ -45,6 +45,8 @@ func note(i int, from herald.Status, s *Step, log []Attempt) string {
 		return "deferred (rate limit)"
 	case s.Status == herald.StatusPending && from == herald.StatusQueued:
 		return "queued lease over"
+	case s.Status == herald.StatusPending && (from == herald.StatusFailed || from == herald.StatusExpired):
+		return "re-driven"
 	case s.Status == herald.StatusFailed:
 		return "given up"
 	case s.Status == herald.StatusCancelled:

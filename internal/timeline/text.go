@@ -43,6 +43,9 @@ func WriteText(w io.Writer, tl *Timeline, jaegerURL string) error {
 		if d.NextAttemptAt != nil {
 			p("  due %s", stamp(*d.NextAttemptAt))
 		}
+		if d.RedriveID != "" {
+			p("  re-driven by %s", d.RedriveID)
+		}
 		p("\n  AT\tGAP\tSTATUS\tNOTE\n")
 		for _, s := range d.Steps {
 			p("  %s\t+%s\t%s\t%s\n", stamp(s.At), Gap(s.Since), s.Status, s.Note)
@@ -54,8 +57,12 @@ func WriteText(w io.Writer, tl *Timeline, jaegerURL string) error {
 				if a.NextAttemptAt != nil {
 					next = stamp(*a.NextAttemptAt)
 				}
-				p("  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, stamp(a.Started), Gap(a.Finished.Sub(a.Started)),
+				p("  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", a.Attempt, stamp(a.Started), Gap(a.Finished.Sub(a.Started)),
 					a.Outcome, or(a.ErrorClass, "-"), or(a.Provider, "-"), or(a.ProviderCode, "-"), next)
+				if a.RedriveID != "" {
+					p("\tre-drive %s", a.RedriveID)
+				}
+				p("\n")
 			}
 		}
 		if err := tw.Flush(); err != nil {

@@ -42,6 +42,9 @@ type Delivery struct {
 	Attempts          int            `json:"attempts"`
 	Provider          string         `json:"provider,omitempty"`
 	ProviderMessageID string         `json:"providerMessageId,omitempty"`
+	// RedriveID is the operator re-drive that last sent the delivery back to PENDING; ""
+	// when none did.
+	RedriveID string `json:"redriveId,omitempty"`
 	// NextAttemptAt is when a PENDING delivery is due; nil once final.
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`
 	UpdatedAt     time.Time  `json:"updatedAt"`
@@ -73,6 +76,8 @@ type Attempt struct {
 	Provider      string     `json:"provider,omitempty"`
 	ProviderCode  string     `json:"providerCode,omitempty"`
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	// RedriveID is the re-drive the attempt ran under; "" for an attempt before any.
+	RedriveID string `json:"redriveId,omitempty"`
 }
 
 // The attempt outcomes.

@@ -1,0 +1,115 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald/internal/pace"
+)
+
+// Config configures the Executor. The zero value is valid.
+type Config struct {
+	// LotSize is the number of matched deliveries read, and re-armed or skipped, per
+	// transaction. Default 1,000.
+	LotSize int
+	// PollInterval is how often an idle executor looks for a re-drive to execute, and how
+	// long it waits after a failed lot. Default 500 ms.
+	PollInterval time.Duration
+	// Rate paces the re-drive like LOW work: at most this many deliveries per second re-armed
+	// by this process, over every re-drive it executes (a lot is followed by a pause that
+	// brings the average down to Rate), so that the re-armed backlog reaches the relay and
+	// the lanes no faster than a campaign's expansion does. Default DefaultRate; negative:
+	// unpaced.
+	Rate int
+}
+
+// Defaults of Config.
+const (
+	DefaultLotSize      = 1000
+	DefaultPollInterval = 500 * time.Millisecond
+	DefaultRate         = 5000
+)
+
+func (c *Config) setDefaults() {
+	if c.LotSize == 0 {
+		c.LotSize = DefaultLotSize
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+}
+
+func (c *Config) validate() error {
+	if c.LotSize < 1 || c.LotSize > 10_000 {
+		return fmt.Errorf("re-drive config: LotSize %d: must be 1-10000", c.LotSize)
+	}
+	if c.PollInterval < 0 {
+		return fmt.Errorf("re-drive config: PollInterval %s: must not be negative", c.PollInterval)
+	}
+	return nil
+}
+
+// Executor re-arms the deliveries of RUNNING re-drives, one lot per transaction (runLot).
+// Every ingest process runs one; they coordinate through the redrive row alone, as campaign
+// expanders do through the campaign row: a lot holds the row's lock (FOR NO KEY UPDATE SKIP
+// LOCKED), so one lot of a re-drive runs at a time and another process takes another
+// re-drive meanwhile. The cursor moves in the lot's transaction, so a crash loses at most
+// the lot in progress, which the next executor runs again; no delivery is re-armed twice by
+// one re-drive.
+type Executor struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *zap.Logger
+}
+
+// New returns an executor over pool, a migrated herald database.
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Executor, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if pool == nil {
+		return nil, errors.New("re-drive executor: nil pool")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Executor{cfg: cfg, pool: pool, log: log.With(zap.String("component", "redrive"))}, nil
+}
+
+// Run executes re-drives until ctx ends: lot after lot while there is work, each lot starting
+// no sooner than Rate allows, polling every PollInterval when there is none. A failed lot is
+// logged and tried again after a pause.
+func (x *Executor) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var p pace.Pacer
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		started := time.Now()
+		worked, armed, err := x.runLot(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			x.log.Error("re-drive lot failed", zap.Error(err))
+			t.Reset(x.cfg.PollInterval)
+		case worked:
+			t.Reset(p.Wait(started, time.Now(), armed, x.cfg.Rate))
+		default:
+			t.Reset(x.cfg.PollInterval)
+		}
+	}
+}
