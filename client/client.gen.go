@@ -206,6 +206,7 @@ const (
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeCampaignConflict     ProblemCode = "campaign_conflict"
 	ProblemCodeChannelUnavailable   ProblemCode = "channel_unavailable"
+	ProblemCodeExpiresAtRequired    ProblemCode = "expires_at_required"
 	ProblemCodeIdempotencyKeyReused ProblemCode = "idempotency_key_reused"
 	ProblemCodeInsufficientScope    ProblemCode = "insufficient_scope"
 	ProblemCodeInternal             ProblemCode = "internal"
@@ -215,6 +216,9 @@ const (
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotReady             ProblemCode = "not_ready"
 	ProblemCodeOverloaded           ProblemCode = "overloaded"
+	ProblemCodeRedriveTooLarge      ProblemCode = "redrive_too_large"
+	ProblemCodeRedriveUnbounded     ProblemCode = "redrive_unbounded"
+	ProblemCodeStatusNotSupported   ProblemCode = "status_not_supported"
 	ProblemCodeTemplateNotAllowed   ProblemCode = "template_not_allowed"
 	ProblemCodeTemplateRenderFailed ProblemCode = "template_render_failed"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
@@ -236,6 +240,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeChannelUnavailable:
 		return true
+	case ProblemCodeExpiresAtRequired:
+		return true
 	case ProblemCodeIdempotencyKeyReused:
 		return true
 	case ProblemCodeInsufficientScope:
@@ -253,6 +259,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotReady:
 		return true
 	case ProblemCodeOverloaded:
+		return true
+	case ProblemCodeRedriveTooLarge:
+		return true
+	case ProblemCodeRedriveUnbounded:
+		return true
+	case ProblemCodeStatusNotSupported:
 		return true
 	case ProblemCodeTemplateNotAllowed:
 		return true
@@ -302,6 +314,42 @@ const (
 func (e ReadyStatus) Valid() bool {
 	switch e {
 	case ReadyStatusReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedriveStatus.
+const (
+	RedriveStatusDONE    RedriveStatus = "DONE"
+	RedriveStatusRUNNING RedriveStatus = "RUNNING"
+)
+
+// Valid indicates whether the value is a known member of the RedriveStatus enum.
+func (e RedriveStatus) Valid() bool {
+	switch e {
+	case RedriveStatusDONE:
+		return true
+	case RedriveStatusRUNNING:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedriveDetailStatus.
+const (
+	RedriveDetailStatusDONE    RedriveDetailStatus = "DONE"
+	RedriveDetailStatusRUNNING RedriveDetailStatus = "RUNNING"
+)
+
+// Valid indicates whether the value is a known member of the RedriveDetailStatus enum.
+func (e RedriveDetailStatus) Valid() bool {
+	switch e {
+	case RedriveDetailStatusDONE:
+		return true
+	case RedriveDetailStatusRUNNING:
 		return true
 	default:
 		return false
@@ -1372,13 +1420,25 @@ func (e PostRedrive415ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 
 // Defines values for PostRedrive422ApplicationProblemPlusJSONResponseBodyCode.
 const (
+	PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeExpiresAtRequired    PostRedrive422ApplicationProblemPlusJSONResponseBodyCode = "expires_at_required"
 	PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused PostRedrive422ApplicationProblemPlusJSONResponseBodyCode = "idempotency_key_reused"
+	PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeRedriveTooLarge      PostRedrive422ApplicationProblemPlusJSONResponseBodyCode = "redrive_too_large"
+	PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeRedriveUnbounded     PostRedrive422ApplicationProblemPlusJSONResponseBodyCode = "redrive_unbounded"
+	PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeStatusNotSupported   PostRedrive422ApplicationProblemPlusJSONResponseBodyCode = "status_not_supported"
 )
 
 // Valid indicates whether the value is a known member of the PostRedrive422ApplicationProblemPlusJSONResponseBodyCode enum.
 func (e PostRedrive422ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
+	case PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeExpiresAtRequired:
+		return true
 	case PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused:
+		return true
+	case PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeRedriveTooLarge:
+		return true
+	case PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeRedriveUnbounded:
+		return true
+	case PostRedrive422ApplicationProblemPlusJSONResponseBodyCodeStatusNotSupported:
 		return true
 	default:
 		return false
@@ -2455,14 +2515,50 @@ type RecipientsRequest struct {
 
 // Redrive defines model for Redrive.
 type Redrive struct {
+	DryRun   bool               `json:"dryRun"`
 	Id       openapi_types.UUID `json:"id"`
 	Matched  int64              `json:"matched"`
 	Redriven int64              `json:"redriven"`
 
-	// Skipped Deliveries the filter matched but that were not re-driven, by reason.
+	// Skipped Deliveries the filter matched but that were not (a dry run - would not be) re-driven, by reason.
 	Skipped map[string]int64 `json:"skipped"`
-	Status  string           `json:"status"`
+
+	// Status `DONE` at once for a dry run.
+	Status RedriveStatus `json:"status"`
 }
+
+// RedriveStatus `DONE` at once for a dry run.
+type RedriveStatus string
+
+// RedriveDetail A re-drive's counts and its audit record.
+type RedriveDetail struct {
+	// ClientId The API client that asked for it.
+	ClientId string `json:"clientId"`
+
+	// CreatedAt RFC 3339 with a zone offset, from 2000-01-01T00:00:00Z up to, not including, 9999-01-01T00:00:00Z.
+	CreatedAt Timestamp `json:"createdAt"`
+	DryRun    bool      `json:"dryRun"`
+
+	// ExpiresAt RFC 3339 with a zone offset, from 2000-01-01T00:00:00Z up to, not including, 9999-01-01T00:00:00Z.
+	ExpiresAt *Timestamp    `json:"expiresAt,omitempty"`
+	Filter    RedriveFilter `json:"filter"`
+
+	// FinishedAt RFC 3339 with a zone offset, from 2000-01-01T00:00:00Z up to, not including, 9999-01-01T00:00:00Z.
+	FinishedAt       *Timestamp         `json:"finishedAt,omitempty"`
+	Id               openapi_types.UUID `json:"id"`
+	IncludePermanent bool               `json:"includePermanent"`
+	Matched          int64              `json:"matched"`
+	Redriven         int64              `json:"redriven"`
+
+	// Skipped Deliveries the filter matched but that were not (a dry run - would not be) re-driven, by reason.
+	Skipped map[string]int64 `json:"skipped"`
+
+	// Status `DONE` at once for a dry run.
+	Status RedriveDetailStatus `json:"status"`
+}
+
+// RedriveDetailStatus `DONE` at once for a dry run.
+type RedriveDetailStatus string
 
 // RedriveFilter defines model for RedriveFilter.
 type RedriveFilter struct {
@@ -2479,7 +2575,7 @@ type RedriveFilter struct {
 	From     *Timestamp `json:"from,omitempty"`
 	Provider *string    `json:"provider,omitempty"`
 
-	// Status Which ended deliveries; `UNDELIVERED` - accepted but never sent.
+	// Status Which ended deliveries (`UNDELIVERED` is refused, `status_not_supported`, until provider receipts exist).
 	Status   *[]RedriveFilterStatus `json:"status,omitempty"`
 	Template *TemplateName          `json:"template,omitempty"`
 
@@ -3323,10 +3419,12 @@ type ClientInterface interface {
 
 	// PostRedriveWithBody Re-drive the deliveries a filter selects
 	//
-	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-	// delivered, selected by the filter. Permanent failures are skipped unless
-	// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-	// background in lots; read its progress with GET.
+	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+	// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+	// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+	// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+	// receipts exist. `dryRun` counts without changing anything. Executed in the
+	// background in lots, paced like LOW work; read its progress with GET.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3335,10 +3433,12 @@ type ClientInterface interface {
 
 	// PostRedrive Re-drive the deliveries a filter selects
 	//
-	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-	// delivered, selected by the filter. Permanent failures are skipped unless
-	// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-	// background in lots; read its progress with GET.
+	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+	// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+	// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+	// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+	// receipts exist. `dryRun` counts without changing anything. Executed in the
+	// background in lots, paced like LOW work; read its progress with GET.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3651,10 +3751,12 @@ func (c *Client) GetNotification(ctx context.Context, id string, reqEditors ...R
 
 // PostRedriveWithBody Re-drive the deliveries a filter selects
 //
-// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-// delivered, selected by the filter. Permanent failures are skipped unless
-// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-// background in lots; read its progress with GET.
+// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+// receipts exist. `dryRun` counts without changing anything. Executed in the
+// background in lots, paced like LOW work; read its progress with GET.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3673,10 +3775,12 @@ func (c *Client) PostRedriveWithBody(ctx context.Context, params *PostRedrivePar
 
 // PostRedrive Re-drive the deliveries a filter selects
 //
-// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-// delivered, selected by the filter. Permanent failures are skipped unless
-// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-// background in lots; read its progress with GET.
+// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+// receipts exist. `dryRun` counts without changing anything. Executed in the
+// background in lots, paced like LOW work; read its progress with GET.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4902,10 +5006,12 @@ type ClientWithResponsesInterface interface {
 
 	// PostRedriveWithBodyWithResponse Re-drive the deliveries a filter selects
 	//
-	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-	// delivered, selected by the filter. Permanent failures are skipped unless
-	// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-	// background in lots; read its progress with GET.
+	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+	// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+	// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+	// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+	// receipts exist. `dryRun` counts without changing anything. Executed in the
+	// background in lots, paced like LOW work; read its progress with GET.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4914,10 +5020,12 @@ type ClientWithResponsesInterface interface {
 
 	// PostRedriveWithResponse Re-drive the deliveries a filter selects
 	//
-	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-	// delivered, selected by the filter. Permanent failures are skipped unless
-	// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-	// background in lots; read its progress with GET.
+	// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+	// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+	// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+	// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+	// receipts exist. `dryRun` counts without changing anything. Executed in the
+	// background in lots, paced like LOW work; read its progress with GET.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6078,7 +6186,7 @@ type GetRedriveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Redrive
+	JSON200 *RedriveDetail
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -6098,7 +6206,7 @@ type GetRedriveResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetRedriveResponse) GetJSON200() *Redrive {
+func (r GetRedriveResponse) GetJSON200() *RedriveDetail {
 	return r.JSON200
 }
 
@@ -7241,10 +7349,12 @@ func (c *ClientWithResponses) GetNotificationWithResponse(ctx context.Context, i
 
 // PostRedriveWithBodyWithResponse Re-drive the deliveries a filter selects
 //
-// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-// delivered, selected by the filter. Permanent failures are skipped unless
-// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-// background in lots; read its progress with GET.
+// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+// receipts exist. `dryRun` counts without changing anything. Executed in the
+// background in lots, paced like LOW work; read its progress with GET.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7259,10 +7369,12 @@ func (c *ClientWithResponses) PostRedriveWithBodyWithResponse(ctx context.Contex
 
 // PostRedriveWithResponse Re-drive the deliveries a filter selects
 //
-// Sends again the deliveries that ended `FAILED` or `EXPIRED`, or that were never
-// delivered, selected by the filter. Permanent failures are skipped unless
-// `includePermanent`. `dryRun` counts without changing anything. Executed in the
-// background in lots; read its progress with GET.
+// Sends again the deliveries that ended `FAILED` or `EXPIRED`, selected by the filter:
+// each goes back to `PENDING` with its id, its history and a fresh attempt budget.
+// Permanent failures are skipped unless `includePermanent`; re-driving `EXPIRED` needs
+// a new `expiresAt`; `UNDELIVERED` is refused (`status_not_supported`) until provider
+// receipts exist. `dryRun` counts without changing anything. Executed in the
+// background in lots, paced like LOW work; read its progress with GET.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8475,7 +8587,7 @@ func ParseGetRedriveResponse(rsp *http.Response) (*GetRedriveResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Redrive
+		var dest RedriveDetail
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

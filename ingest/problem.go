@@ -23,6 +23,10 @@ const (
 	codeTemplateRenderFailed = "template_render_failed" // 422
 	codeIdempotencyKeyReused = "idempotency_key_reused" // 422
 	codeChannelUnavailable   = "channel_unavailable"    // 422
+	codeRedriveUnbounded     = "redrive_unbounded"      // 422: a re-drive filter with no status and no time range
+	codeRedriveTooLarge      = "redrive_too_large"      // 422: a re-drive matching more than --redrive-max
+	codeExpiresAtRequired    = "expires_at_required"    // 422: a re-drive of EXPIRED without a new expiresAt
+	codeStatusNotSupported   = "status_not_supported"   // 422: a re-drive of UNDELIVERED
 	codeAudienceTooLarge     = "audience_too_large"     // 413
 	codeCampaignConflict     = "campaign_conflict"      // 409
 	codeNotReady             = "not_ready"              // 503

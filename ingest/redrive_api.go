@@ -14,14 +14,6 @@ import (
 	"github.com/heraldhq/herald/internal/redrive"
 )
 
-// Problem codes of the re-drive routes (docs/api.md "Re-drive").
-const (
-	codeRedriveUnbounded   = "redrive_unbounded"    // 422
-	codeRedriveTooLarge    = "redrive_too_large"    // 422
-	codeExpiresAtRequired  = "expires_at_required"  // 422
-	codeStatusNotSupported = "status_not_supported" // 422
-)
-
 // redriveRequest is the body of POST /api/redrives as sent.
 type redriveRequest struct {
 	Filter           *redriveFilterRequest `json:"filter"`
