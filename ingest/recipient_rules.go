@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // recipientRequest is what a notification asks of the rules for one user: the channels,
@@ -29,14 +30,14 @@ type decision struct {
 
 // decide applies herald's per-user rules (DESIGN.md §7) to one request: opt-outs and missing
 // addresses suppress channels (route), then sendAt and quiet hours in the user's time zone
-// decide the first attempt (firstAttempt). now is the accepting transaction's clock. A single
+// decide the first attempt (schedule.FirstAttempt). now is the accepting transaction's clock. A single
 // POST (accept) and every user of a campaign lot (expandLot) go through this one function.
 func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Logger) (decision, error) {
 	deliver, suppressed, err := route(req.userID, req.channels, req.category, req.to, f)
 	if err != nil {
 		return decision{}, err
 	}
-	loc, err := loadLocation(f.timeZone)
+	loc, err := schedule.Location(f.timeZone)
 	if err != nil { // time zones are validated on input; a zone database change could still do it
 		log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", req.userID), zap.Error(err))
 		loc = time.UTC
@@ -44,6 +45,6 @@ func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Log
 	return decision{
 		deliver:    deliver,
 		suppressed: suppressed,
-		next:       firstAttempt(now, req.sendAt, req.priority, loc, f.quietHours()),
+		next:       schedule.FirstAttempt(now, req.sendAt, req.priority, loc, f.quietHours()),
 	}, nil
 }

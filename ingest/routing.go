@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // Reasons a requested channel gets no delivery row.
@@ -144,14 +145,6 @@ func hasAddress(c herald.Channel, to *recipientJSON, ac *recipientFacts) bool {
 }
 
 // quietHours returns the user's quiet hours, or nil.
-func (ac *recipientFacts) quietHours() *quietHours {
-	if !ac.quietStart.Valid || !ac.quietEnd.Valid {
-		return nil
-	}
-	const usPerMinute = int64(time.Minute / time.Microsecond)
-	q := quietHours{start: clock(ac.quietStart.Microseconds / usPerMinute), end: clock(ac.quietEnd.Microseconds / usPerMinute)}
-	if q.start == q.end {
-		return nil
-	}
-	return &q
+func (ac *recipientFacts) quietHours() *schedule.QuietHours {
+	return schedule.QuietHoursOf(ac.quietStart, ac.quietEnd)
 }
