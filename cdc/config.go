@@ -8,7 +8,6 @@ package cdc
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -85,8 +84,8 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSlot              = "herald_relay"
-	DefaultPublication       = "herald_delivery"
+	DefaultSlot              = herald.DefaultSlot
+	DefaultPublication       = herald.DefaultPublication
 	DefaultMaxInFlight       = 5000
 	DefaultStatusInterval    = 10 * time.Second
 	DefaultMarkBatch         = 1000
@@ -96,7 +95,7 @@ const (
 	DefaultGracePeriod       = 30 * time.Second
 	DefaultReapInterval      = 5 * time.Second
 	DefaultReapBatch         = 1000
-	DefaultSendingLease      = 5 * time.Minute
+	DefaultSendingLease      = herald.DefaultSendingLease
 	DefaultLeaderRetry       = time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultReplicationFactor = 1
@@ -115,10 +114,6 @@ var DefaultQueuedLease = map[herald.Priority]time.Duration{
 	herald.PriorityNormal: 10 * time.Minute,
 	herald.PriorityLow:    60 * time.Minute,
 }
-
-// identifier is what slot and publication names may look like: they are spliced into
-// replication commands, which take no parameters.
-var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // withDefaults returns c with every zero field set to its default. Maps are copied.
 func (c Config) withDefaults(poolConnString string) Config {
@@ -157,11 +152,13 @@ func (c Config) validate() error {
 	if c.ConnString == "" {
 		errs = append(errs, errors.New("no connection string"))
 	}
-	if !identifier.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("slot name %q: want lower-case letters, digits and _", c.Slot))
+	// Slot and publication names are spliced into replication commands, which take no
+	// parameters.
+	if err := herald.CheckIdentifier("slot", c.Slot); err != nil {
+		errs = append(errs, err)
 	}
-	if !identifier.MatchString(c.Publication) {
-		errs = append(errs, fmt.Errorf("publication name %q: want lower-case letters, digits and _", c.Publication))
+	if err := herald.CheckIdentifier("publication", c.Publication); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]herald.Priority{}
 	for _, p := range herald.Priorities {

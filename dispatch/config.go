@@ -177,7 +177,7 @@ func (c Config) withDefaults() Config {
 		c.LagInterval = 15 * time.Second
 	}
 	if c.RedisPrefix == "" {
-		c.RedisPrefix = "herald:"
+		c.RedisPrefix = herald.DefaultRedisPrefix
 	}
 	if c.SendTimeout == 0 {
 		c.SendTimeout = 30 * time.Second

@@ -85,7 +85,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		var status string
 		require.NoError(b, pool.QueryRow(ctx, `SELECT expanded, status FROM campaign WHERE id = $1`, resp.ID).Scan(&expanded, &status))
 		require.Equal(b, int64(users), expanded)
-		require.Equal(b, campaignActive, status)
+		require.Equal(b, string(herald.CampaignActive), status)
 	}
 	b.StopTimer()
 	rate := float64(users*b.N) / total.Seconds()

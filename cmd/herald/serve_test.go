@@ -41,6 +41,10 @@ func TestServeRejectsSendingLeaseShorterThanSendHold(t *testing.T) {
 	// With limits, a LOW delivery may wait 10 s for capacity before its 30 s call.
 	require.ErrorContains(t, parse("--relay-sending-lease", "40s", "--send-timeout", "30s", "--rate-limits", "sms:twilio=5"),
 		"--relay-sending-lease")
+	// The rest of the topology is checked in the same place (herald.Topology).
+	require.ErrorContains(t, parse("--topic-low", "notifications.high"), `topic "notifications.high" used by HIGH and LOW`)
+	require.ErrorContains(t, parse("--dispatch-group-normal", "herald-dispatch-high"), "used by HIGH and NORMAL")
+	require.ErrorContains(t, parse("--relay-slot", "Bad-Slot"), "slot name")
 }
 
 // The admission flags and their variables reach ingest.Config; 0 leaves the default that
