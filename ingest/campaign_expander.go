@@ -23,6 +23,10 @@ type ExpanderConfig struct {
 	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
 	// DefaultRate; negative: unpaced.
 	Rate int
+	// DoneInterval is how often the expander looks for ACTIVE campaigns whose deliveries are
+	// all final, to end them DONE (markDoneCampaigns); every campaign is looked at no more
+	// often than this by all expanders together. Default 10 s.
+	DoneInterval time.Duration
 }
 
 // Defaults of ExpanderConfig.
@@ -30,6 +34,7 @@ const (
 	DefaultLotSize      = 1000
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultRate         = 5000
+	DefaultDoneInterval = 10 * time.Second
 )
 
 func (c *ExpanderConfig) setDefaults() {
@@ -42,6 +47,9 @@ func (c *ExpanderConfig) setDefaults() {
 	if c.Rate == 0 {
 		c.Rate = DefaultRate
 	}
+	if c.DoneInterval == 0 {
+		c.DoneInterval = DefaultDoneInterval
+	}
 }
 
 func (c *ExpanderConfig) validate() error {
@@ -51,6 +59,9 @@ func (c *ExpanderConfig) validate() error {
 	if c.PollInterval < 0 {
 		return fmt.Errorf("expander config: PollInterval %s: must not be negative", c.PollInterval)
 	}
+	if c.DoneInterval < 0 {
+		return fmt.Errorf("expander config: DoneInterval %s: must not be negative", c.DoneInterval)
+	}
 	return nil
 }
 
@@ -59,11 +70,14 @@ func (c *ExpanderConfig) validate() error {
 // campaign row alone: a lot holds the row's lock (FOR NO KEY UPDATE SKIP LOCKED), so one lot of a
 // campaign is written at a time and another process expands another campaign meanwhile. The
 // cursor expanded_through moves in the lot's transaction, so a crash loses at most the lot
-// in progress, which the next expander writes again.
+// in progress, which the next expander writes again. Between lots it also ends ACTIVE
+// campaigns DONE when their deliveries are all final (markDone), so that reading a campaign
+// never writes.
 type Expander struct {
-	cfg  ExpanderConfig
-	pool *pgxpool.Pool
-	log  *zap.Logger
+	cfg      ExpanderConfig
+	pool     *pgxpool.Pool
+	log      *zap.Logger
+	nextDone time.Time // when markDone is due next; owned by Run
 }
 
 // NewExpander returns an expander over pool, a migrated herald database.
@@ -82,8 +96,9 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 }
 
 // Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting
-// no sooner than Rate allows, polling every PollInterval when there is none. A failed lot is
-// logged and tried again after a pause.
+// no sooner than Rate allows, polling every PollInterval when there is none, and ending
+// finished campaigns DONE every DoneInterval. A failed lot is logged and tried again after a
+// pause.
 func (x *Expander) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -95,6 +110,11 @@ func (x *Expander) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		started := time.Now()
+		if x.doneDue(started) {
+			if err := x.markDone(ctx); err != nil && ctx.Err() == nil {
+				x.log.Error("campaign done check failed", zap.Error(err))
+			}
+		}
 		worked, written, err := x.expandLot(ctx)
 		switch {
 		case ctx.Err() != nil:

@@ -46,10 +46,6 @@ const countCampaignDeliveries = `
 SELECT d.status, count(*) FROM notification n JOIN delivery d ON d.notification_id = n.id
 WHERE n.campaign_id = $1 GROUP BY d.status`
 
-// markCampaignDone ends an expanded campaign DONE once none of its deliveries can change any
-// more; the caller has just counted them.
-const markCampaignDone = `UPDATE campaign SET status = 'DONE', updated_at = now() WHERE id = $1 AND status = 'ACTIVE'`
-
 // campaignIDVar parses the {id} path variable. A malformed id is no campaign: 404.
 func campaignIDVar(r *http.Request) (uuid.UUID, error) {
 	id, err := uuid.Parse(mux.Vars(r)["id"])
@@ -75,8 +71,8 @@ func (a *API) getCampaign(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-// readCampaign reads a campaign of clientID with its delivery counts, and moves an ACTIVE
-// campaign whose deliveries are all final to DONE.
+// readCampaign reads a campaign of clientID with its delivery counts. It writes nothing: the
+// expander ends a campaign DONE (markDoneCampaigns).
 func (a *API) readCampaign(ctx context.Context, db delivery.DB, id uuid.UUID, clientID string) (*campaignJSON, error) {
 	c := &campaignJSON{ID: id.String(), Deliveries: make(map[herald.Status]int64, len(herald.Statuses()))}
 	err := db.QueryRow(ctx, selectCampaign, id, clientID).Scan(&c.Name, &c.Template, &c.Channels, &c.Priority,
@@ -109,18 +105,8 @@ func (a *API) readCampaign(ctx context.Context, db delivery.DB, id uuid.UUID, cl
 	if err != nil {
 		return nil, fmt.Errorf("count deliveries of campaign %s: %w", id, err)
 	}
-	open := int64(0)
 	for _, v := range counts {
 		c.Deliveries[v.s] = v.n
-		if !v.s.Terminal() {
-			open += v.n
-		}
-	}
-	if c.Status == herald.CampaignActive && open == 0 {
-		if _, err := db.Exec(ctx, markCampaignDone, id); err != nil {
-			return nil, fmt.Errorf("mark campaign %s done: %w", id, err)
-		}
-		c.Status = herald.CampaignDone
 	}
 	return c, nil
 }
