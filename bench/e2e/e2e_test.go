@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -88,7 +89,7 @@ func startStack(b *testing.B, o options) *stack {
 	srv := httptest.NewServer(api.Handler())
 	b.Cleanup(srv.Close)
 	s.url = srv.URL
-	client, err := ingest.CreateAPIClient(ctx, s.pool, "bench", []ingest.Scope{ingest.ScopeOperator})
+	client, err := apikey.CreateAPIClient(ctx, s.pool, "bench", []apikey.Scope{apikey.ScopeOperator})
 	must(b, err)
 	s.key = client.Key
 	_, err = s.pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('bench', 'bench', '{SMS}')`)

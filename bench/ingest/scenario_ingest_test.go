@@ -17,7 +17,7 @@ import (
 
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	benchresult "github.com/heraldhq/herald/bench/result"
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -71,7 +71,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	must(b, err)
 	_, err = pool.Exec(ctx, `VACUUM ANALYZE`)
 	must(b, err)
-	client, err := ingest.CreateAPIClient(ctx, pool, "bench", []ingest.Scope{ingest.ScopeOperator})
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", []apikey.Scope{apikey.ScopeOperator})
 	must(b, err)
 	pool.Close()
 

@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -54,7 +55,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	pool, err := pgxpool.New(ctx, dsn)
 	must(b, err)
 	defer pool.Close()
-	client, err := ingest.CreateAPIClient(ctx, pool, "bench", ingest.AllScopes())
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", apikey.AllScopes())
 	must(b, err)
 	_, err = ingest.SeedTemplates(ctx, pool, fstest.MapFS{"bench.json": {Data: []byte(template)}})
 	must(b, err)

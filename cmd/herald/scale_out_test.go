@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
@@ -72,7 +73,7 @@ func newScaleOut(t *testing.T) *scaleOut {
 	s := &scaleOut{e2e: e, topic: flagValue(t, e.st.args, "--topic-normal"), group: flagValue(t, e.st.args, "--dispatch-group-normal")}
 	s.partitions, err = strconv.Atoi(flagValue(t, e.st.args, "--partitions-normal"))
 	require.NoError(t, err)
-	c, err := ingest.CreateAPIClient(ctx, pool, "scale", ingest.AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "scale", apikey.AllScopes())
 	require.NoError(t, err)
 	s.clientID = c.ID
 	_, err = ingest.SeedTemplates(ctx, pool, fstest.MapFS{"scale.json": {Data: []byte(scaleTemplate)}})

@@ -21,6 +21,7 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 )
@@ -381,7 +382,7 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	snd, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
+	snd, closeSenders, err := c.Senders.build(log, apikey.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}
