@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldhq/herald/internal/pushtoken"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -22,7 +24,7 @@ const (
 // and user_preference p, each LEFT JOINed on the user: the one definition of those facts for
 // a single POST (loadAcceptContext) and a campaign lot (campaign_lot.go).
 const recipientFactsColumns = `c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
-       EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = c.user_id),
+       ` + pushtoken.ContactHasAny + `,
        coalesce(c.time_zone, 'UTC'), p.opt_outs, p.quiet_start, p.quiet_end`
 
 // dest lists the scan destinations of recipientFactsColumns.
