@@ -14,8 +14,8 @@ import (
 
 // markDoneCampaigns ends ACTIVE campaigns DONE once none of their deliveries can change any
 // more (every one SENT, FAILED, EXPIRED or CANCELLED). It looks at the campaigns not looked at
-// for $1 (updated_at, which the look sets even when the campaign is not done yet), at most $2
-// of them (the look is due for a campaign $1 seconds after the last), locked FOR NO KEY UPDATE SKIP LOCKED as a lot locks its campaign: several
+// for $1 seconds (updated_at, which the look sets even when the campaign is not done yet), at
+// most $2 of them, locked FOR NO KEY UPDATE SKIP LOCKED as a lot locks its campaign: several
 // expanders share the work, and a cancel waits for the look in progress. The open-delivery
 // test stops at the first delivery not final (the notification_campaign index, then the
 // delivery (notification_id, channel) index).

@@ -28,10 +28,11 @@ type decision struct {
 	next       *time.Time
 }
 
-// decide applies herald's per-user rules (DESIGN.md §7) to one request: opt-outs and missing
-// addresses suppress channels (route), then sendAt and quiet hours in the user's time zone
-// decide the first attempt (schedule.FirstAttempt). now is the accepting transaction's clock. A single
-// POST (accept) and every user of a campaign lot (expandLot) go through this one function.
+// decide applies herald's per-user rules (docs/api.md, "Which deliveries exist" and "When
+// deliveries are due") to one request: opt-outs and missing addresses suppress channels
+// (route), then sendAt and quiet hours in the user's time zone decide the first attempt
+// (schedule.FirstAttempt). now is the accepting transaction's clock. A single POST (accept)
+// and every user of a campaign lot (expandLot) go through this one function.
 func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Logger) (decision, error) {
 	deliver, suppressed, err := route(req.userID, req.channels, req.category, req.to, f)
 	if err != nil {

@@ -169,7 +169,7 @@ func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
 // TestJaegerOneTraceFromAPIToProvider sends one HIGH OTP by SMS through the real pipeline
 // with traces exported over OTLP to the stack's Jaeger, and reads the notification's trace
 // back from Jaeger's query API: one trace, from the API request to the provider's HTTP call,
-// with the parent links of DESIGN.md §14.
+// with the parent links docs/operations.md ("What herald promises an operator") lists.
 func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 	otlp, query := jaeger(t)
 	o := sendOneOTP(t, map[string]string{
