@@ -6,6 +6,7 @@
 package cdc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -117,11 +118,9 @@ var DefaultQueuedLease = map[herald.Priority]time.Duration{
 
 // withDefaults returns c with every zero field set to its default. Maps are copied.
 func (c Config) withDefaults(poolConnString string) Config {
-	if c.ConnString == "" {
-		c.ConnString = poolConnString
-	}
-	setString(&c.Slot, DefaultSlot)
-	setString(&c.Publication, DefaultPublication)
+	c.ConnString = cmp.Or(c.ConnString, poolConnString)
+	c.Slot = cmp.Or(c.Slot, DefaultSlot)
+	c.Publication = cmp.Or(c.Publication, DefaultPublication)
 	c.Topics = mergeDefaults(c.Topics, byPriority(herald.DefaultTopic))
 	c.Partitions = mergeDefaults(c.Partitions, DefaultPartitions)
 	c.QueuedLease = mergeDefaults(c.QueuedLease, DefaultQueuedLease)
@@ -131,19 +130,19 @@ func (c Config) withDefaults(poolConnString string) Config {
 			c.ConsumerGroups[p] = ""
 		}
 	}
-	setZero(&c.ReplicationFactor, DefaultReplicationFactor)
-	setZero(&c.MaxInFlight, DefaultMaxInFlight)
-	setZero(&c.StatusInterval, DefaultStatusInterval)
-	setZero(&c.MarkBatch, DefaultMarkBatch)
-	setZero(&c.MaxUnmarked, DefaultMaxUnmarked)
-	setZero(&c.SweepInterval, DefaultSweepInterval)
-	setZero(&c.SweepBatch, DefaultSweepBatch)
-	setZero(&c.GracePeriod, DefaultGracePeriod)
-	setZero(&c.ReapInterval, DefaultReapInterval)
-	setZero(&c.ReapBatch, DefaultReapBatch)
-	setZero(&c.SendingLease, DefaultSendingLease)
-	setZero(&c.LeaderRetry, DefaultLeaderRetry)
-	setZero(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
+	c.MarkBatch = cmp.Or(c.MarkBatch, DefaultMarkBatch)
+	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, DefaultMaxUnmarked)
+	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
+	c.SweepBatch = cmp.Or(c.SweepBatch, DefaultSweepBatch)
+	c.GracePeriod = cmp.Or(c.GracePeriod, DefaultGracePeriod)
+	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
+	c.ReapBatch = cmp.Or(c.ReapBatch, DefaultReapBatch)
+	c.SendingLease = cmp.Or(c.SendingLease, DefaultSendingLease)
+	c.LeaderRetry = cmp.Or(c.LeaderRetry, DefaultLeaderRetry)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
 }
 
@@ -203,19 +202,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("cdc config: %w", err)
 	}
 	return nil
-}
-
-func setString(p *string, def string) {
-	if *p == "" {
-		*p = def
-	}
-}
-
-func setZero[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }
 
 // byPriority maps every priority to name(priority).

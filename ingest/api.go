@@ -37,7 +37,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 	if pool == nil {
 		return nil, errors.New("ingest: nil pool")
 	}
-	cfg.setDefaults(int(pool.Config().MaxConns))
+	cfg = cfg.withDefaults(int(pool.Config().MaxConns))
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,19 +38,13 @@ const (
 	DefaultDoneInterval = 10 * time.Second
 )
 
-func (c *ExpanderConfig) setDefaults() {
-	if c.LotSize == 0 {
-		c.LotSize = DefaultLotSize
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.DoneInterval == 0 {
-		c.DoneInterval = DefaultDoneInterval
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c ExpanderConfig) withDefaults() ExpanderConfig {
+	c.LotSize = cmp.Or(c.LotSize, DefaultLotSize)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.DoneInterval = cmp.Or(c.DoneInterval, DefaultDoneInterval)
+	return c
 }
 
 func (c *ExpanderConfig) validate() error {
@@ -82,7 +77,7 @@ type Expander struct {
 
 // NewExpander returns an expander over pool, a migrated herald database.
 func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expander, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func apikeyCommand(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd {
 	case "create":
 		f.String(&name, "name", "", "name of the API client")
-		f.String(&scopes, "scopes", "notifications:send,notifications:read", "comma-separated scopes of the key (operator: every scope)")
+		f.String(&scopes, "scopes", apikey.JoinScopes(apikey.DefaultScopes()), "comma-separated scopes of the key (operator: every scope)")
 	case "list":
 	case "revoke":
 		f.String(&id, "id", "", "id of the API client to revoke (or give it as the argument)")
