@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhq/herald/internal/sleep"
+
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -78,10 +80,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			r.log.Warn("relay term ended", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
+		if sleep.For(ctx, r.cfg.LeaderRetry) != nil {
 			return nil
-		case <-time.After(r.cfg.LeaderRetry):
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldhq/herald/internal/sleep"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
@@ -95,15 +97,9 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 // finished campaigns DONE every DoneInterval. A failed lot is logged and tried again after a
 // pause.
 func (x *Expander) Run(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
 	var pace pacer
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	var wait time.Duration
+	for sleep.For(ctx, wait) == nil {
 		started := time.Now()
 		if x.doneDue(started) {
 			if err := x.markDone(ctx); err != nil && ctx.Err() == nil {
@@ -116,11 +112,12 @@ func (x *Expander) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			x.log.Error("campaign lot failed", zap.Error(err))
-			t.Reset(x.cfg.PollInterval)
+			wait = x.cfg.PollInterval
 		case worked:
-			t.Reset(pace.wait(started, time.Now(), written, x.cfg.Rate))
+			wait = pace.wait(started, time.Now(), written, x.cfg.Rate)
 		default:
-			t.Reset(x.cfg.PollInterval)
+			wait = x.cfg.PollInterval
 		}
 	}
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/heraldhq/herald/internal/sleep"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -118,10 +120,8 @@ func (b *bench) wait(ctx context.Context, jobs []job, timeout time.Duration) err
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d jobs not worked after %v", len(jobs)-i, len(jobs), timeout)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		if err := sleep.For(ctx, 20*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/heraldhq/herald/internal/sleep"
+
 	"github.com/riverqueue/river"
 
 	"github.com/heraldhq/herald/bench/result"
@@ -65,10 +67,8 @@ func (b *bench) drain(ctx context.Context) error {
 			elapsed = now.Sub(start)
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(drainSample):
+		if err := sleep.For(ctx, drainSample); err != nil {
+			return err
 		}
 	}
 	rate := float64(worked) / elapsed.Seconds()
