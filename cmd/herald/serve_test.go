@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -18,7 +19,7 @@ func TestServeBuildFailureLeavesNothingRunning(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dsn := stacktest.PostgresURL(t)
 	err := runServe(context.Background(), []string{
-		"--database-url", dsn, "--roles", "dispatch", "--http-addr", freeAddr(t),
+		"--database-url", dsn, "--roles", "dispatch", "--http-addr", heraldtest.FreeAddr(t),
 		"--dispatch-concurrency-high", "-1", "--log-level", "error", // rejected by dispatch.New
 	})
 	require.ErrorContains(t, err, "concurrency")
