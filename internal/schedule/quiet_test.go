@@ -160,3 +160,16 @@ func TestLocation(t *testing.T) {
 	require.Equal(t, time.UTC, LocationOrUTC("Mars/Olympus"))
 	require.Equal(t, time.UTC, LocationOrUTC(""))
 }
+
+// BenchmarkQuietEnd is one decision of a campaign lot's user or a retry: a time inside a
+// window across midnight, in a zone with DST.
+func BenchmarkQuietEnd(b *testing.B) {
+	loc := mustLoc(b, "Europe/Berlin")
+	q := window("22:00", "07:00")
+	at := instant("2026-06-11T03:00:00+02:00")
+	for b.Loop() {
+		if _, in := QuietEnd(at, loc, q); !in {
+			b.Fatal("not quiet")
+		}
+	}
+}
