@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // Relay streams due delivery rows to Kafka. Any number of relays may run against one

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // ExpanderConfig configures the campaign expander. The zero value is valid.
@@ -30,6 +31,9 @@ type ExpanderConfig struct {
 	// all final, to end them DONE (markDoneCampaigns); every campaign is looked at no more
 	// often than this by all expanders together. Default 10 s.
 	DoneInterval time.Duration
+	// Channels are the channels the installation delivers, as Config.Channels: a user's
+	// other channels are suppressed (and counted) channel_unavailable. Default: every channel.
+	Channels []herald.Channel
 }
 
 // Defaults of ExpanderConfig.
@@ -71,10 +75,11 @@ func (c *ExpanderConfig) validate() error {
 // campaigns DONE when their deliveries are all final (markDone), so that reading a campaign
 // never writes.
 type Expander struct {
-	cfg      ExpanderConfig
-	pool     *pgxpool.Pool
-	log      *zap.Logger
-	nextDone time.Time // when markDone is due next; owned by Run
+	cfg       ExpanderConfig
+	available channelSet
+	pool      *pgxpool.Pool
+	log       *zap.Logger
+	nextDone  time.Time // when markDone is due next; owned by Run
 }
 
 // NewExpander returns an expander over pool, a migrated herald database.
@@ -89,7 +94,8 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Expander{cfg: cfg, pool: pool, log: log.With(zap.String("component", "expander"))}, nil
+	return &Expander{cfg: cfg, available: newChannelSet(cfg.Channels), pool: pool,
+		log: log.With(zap.String("component", "expander"))}, nil
 }
 
 // Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting

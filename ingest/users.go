@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/internal/pushtoken"
-
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/pushtoken"
 )
 
 // contactJSON is a user's contact profile, the body of PUT /api/users/{userId} and the

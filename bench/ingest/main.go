@@ -33,9 +33,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 type options struct {

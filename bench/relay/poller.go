@@ -14,13 +14,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // PollerConfig shapes the seed's polling relay. Zero fields take the seed's values.

@@ -8,14 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/heraldhq/herald/bench/relay/openloop"
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // The chart files of bench/relay's scenario, which River's series join.

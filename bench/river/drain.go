@@ -6,11 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/heraldhq/herald/internal/sleep"
-
 	"github.com/riverqueue/river"
 
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // drainLimit bounds the drain; River drains 100,000 jobs in seconds here.

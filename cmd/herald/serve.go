@@ -92,6 +92,16 @@ func (c *serveConfig) validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
+	if err := c.Senders.validate(c.has("dispatch")); err != nil {
+		return err
+	}
+	// Every role knows which channels the installation delivers: ingest suppresses the
+	// others (channel_unavailable), dispatch has a provider for each.
+	chans, err := c.Senders.channels()
+	if err != nil {
+		return err
+	}
+	c.Ingest.Channels, c.Expander.Channels = chans, chans
 	// The rules between components (herald.Topology: the SENDING lease outlasts a worker's
 	// hold, distinct topics and groups, valid names). Relay and dispatch may run in different
 	// processes, so every process checks the topology it is configured with, whatever its roles.
@@ -382,12 +392,12 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	snd, closeSenders, err := c.Senders.build(log, apikey.NewWebhookSecrets(pool, 0))
+	routes, closeSenders, err := c.Senders.build(log, apikey.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}
 	rdb := redis.NewClient(ropts)
-	d, err := dispatch.New(cfg, pool, rdb, snd, log)
+	d, err := dispatch.New(cfg, pool, rdb, primaries(routes), log)
 	if err != nil {
 		rdb.Close()
 		closeSenders()
