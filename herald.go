@@ -1,6 +1,7 @@
 // Package herald holds the vocabulary shared by every part of herald: priorities, channels,
-// delivery states, the default topic and consumer-group names, the Kafka message contract and
-// the embedded database migrations (applied by internal/migrate).
+// delivery and campaign states, the topology the components share (topics, consumer groups,
+// replication slot, publication, Redis prefix, the SENDING lease) and its rules, the Kafka
+// message contract and the embedded database migrations (applied by internal/migrate).
 //
 // It imports nothing but the standard library, so that ingest, cdc, dispatch and senders can
 // all import it without importing each other or anything heavy.
@@ -75,6 +76,12 @@ const (
 	// the delivery; the provider was never called.
 	StatusCancelled Status = "CANCELLED"
 )
+
+// Statuses lists every delivery status, in the order of the state machine: the three
+// in-flight states, then the final ones. It returns a new slice each call.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusQueued, StatusSending, StatusSent, StatusFailed, StatusExpired, StatusCancelled}
+}
 
 // Terminal reports whether s is a final state.
 func (s Status) Terminal() bool {

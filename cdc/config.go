@@ -6,9 +6,9 @@
 package cdc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -85,8 +85,8 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSlot              = "herald_relay"
-	DefaultPublication       = "herald_delivery"
+	DefaultSlot              = herald.DefaultSlot
+	DefaultPublication       = herald.DefaultPublication
 	DefaultMaxInFlight       = 5000
 	DefaultStatusInterval    = 10 * time.Second
 	DefaultMarkBatch         = 1000
@@ -96,7 +96,7 @@ const (
 	DefaultGracePeriod       = 30 * time.Second
 	DefaultReapInterval      = 5 * time.Second
 	DefaultReapBatch         = 1000
-	DefaultSendingLease      = 5 * time.Minute
+	DefaultSendingLease      = herald.DefaultSendingLease
 	DefaultLeaderRetry       = time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultReplicationFactor = 1
@@ -116,17 +116,11 @@ var DefaultQueuedLease = map[herald.Priority]time.Duration{
 	herald.PriorityLow:    60 * time.Minute,
 }
 
-// identifier is what slot and publication names may look like: they are spliced into
-// replication commands, which take no parameters.
-var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
-
 // withDefaults returns c with every zero field set to its default. Maps are copied.
 func (c Config) withDefaults(poolConnString string) Config {
-	if c.ConnString == "" {
-		c.ConnString = poolConnString
-	}
-	setString(&c.Slot, DefaultSlot)
-	setString(&c.Publication, DefaultPublication)
+	c.ConnString = cmp.Or(c.ConnString, poolConnString)
+	c.Slot = cmp.Or(c.Slot, DefaultSlot)
+	c.Publication = cmp.Or(c.Publication, DefaultPublication)
 	c.Topics = mergeDefaults(c.Topics, byPriority(herald.DefaultTopic))
 	c.Partitions = mergeDefaults(c.Partitions, DefaultPartitions)
 	c.QueuedLease = mergeDefaults(c.QueuedLease, DefaultQueuedLease)
@@ -136,19 +130,19 @@ func (c Config) withDefaults(poolConnString string) Config {
 			c.ConsumerGroups[p] = ""
 		}
 	}
-	setZero(&c.ReplicationFactor, DefaultReplicationFactor)
-	setZero(&c.MaxInFlight, DefaultMaxInFlight)
-	setZero(&c.StatusInterval, DefaultStatusInterval)
-	setZero(&c.MarkBatch, DefaultMarkBatch)
-	setZero(&c.MaxUnmarked, DefaultMaxUnmarked)
-	setZero(&c.SweepInterval, DefaultSweepInterval)
-	setZero(&c.SweepBatch, DefaultSweepBatch)
-	setZero(&c.GracePeriod, DefaultGracePeriod)
-	setZero(&c.ReapInterval, DefaultReapInterval)
-	setZero(&c.ReapBatch, DefaultReapBatch)
-	setZero(&c.SendingLease, DefaultSendingLease)
-	setZero(&c.LeaderRetry, DefaultLeaderRetry)
-	setZero(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
+	c.MarkBatch = cmp.Or(c.MarkBatch, DefaultMarkBatch)
+	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, DefaultMaxUnmarked)
+	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
+	c.SweepBatch = cmp.Or(c.SweepBatch, DefaultSweepBatch)
+	c.GracePeriod = cmp.Or(c.GracePeriod, DefaultGracePeriod)
+	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
+	c.ReapBatch = cmp.Or(c.ReapBatch, DefaultReapBatch)
+	c.SendingLease = cmp.Or(c.SendingLease, DefaultSendingLease)
+	c.LeaderRetry = cmp.Or(c.LeaderRetry, DefaultLeaderRetry)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
 }
 
@@ -157,11 +151,13 @@ func (c Config) validate() error {
 	if c.ConnString == "" {
 		errs = append(errs, errors.New("no connection string"))
 	}
-	if !identifier.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("slot name %q: want lower-case letters, digits and _", c.Slot))
+	// Slot and publication names are spliced into replication commands, which take no
+	// parameters.
+	if err := herald.CheckIdentifier("slot", c.Slot); err != nil {
+		errs = append(errs, err)
 	}
-	if !identifier.MatchString(c.Publication) {
-		errs = append(errs, fmt.Errorf("publication name %q: want lower-case letters, digits and _", c.Publication))
+	if err := herald.CheckIdentifier("publication", c.Publication); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]herald.Priority{}
 	for _, p := range herald.Priorities {
@@ -206,19 +202,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("cdc config: %w", err)
 	}
 	return nil
-}
-
-func setString(p *string, def string) {
-	if *p == "" {
-		*p = def
-	}
-}
-
-func setZero[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }
 
 // byPriority maps every priority to name(priority).

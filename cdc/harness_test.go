@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -189,14 +191,8 @@ func (h *harness) currentWAL() uint64 {
 	return lsn
 }
 
-// eventually polls cond every 50 ms until it holds or timeout passes.
+// eventually is heraldtest.WaitFor with the condition described by msg and args.
 func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+msg, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	heraldtest.WaitFor(t, timeout, fmt.Sprintf(msg, args...), cond)
 }

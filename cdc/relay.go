@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // Relay streams due delivery rows to Kafka. Any number of relays may run against one
@@ -78,10 +80,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			r.log.Warn("relay term ended", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
+		if sleep.For(ctx, r.cfg.LeaderRetry) != nil {
 			return nil
-		case <-time.After(r.cfg.LeaderRetry):
 		}
 	}
 }

@@ -71,7 +71,7 @@ const DefaultSessionTTL = 30 * time.Minute
 
 func (c Config) withDefaults() (Config, error) {
 	c.SessionTTL = cmp.Or(c.SessionTTL, DefaultSessionTTL)
-	c.Slot = cmp.Or(c.Slot, "herald_relay")
+	c.Slot = cmp.Or(c.Slot, herald.DefaultSlot)
 	c.PageSize = cmp.Or(c.PageSize, 50)
 	lanes := map[herald.Priority]Lane{}
 	for _, p := range herald.Priorities {

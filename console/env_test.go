@@ -13,7 +13,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/console"
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -46,9 +46,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool := stacktest.Postgres(t)
-	op, err := ingest.CreateAPIClient(ctx, pool, "ops", []ingest.Scope{ingest.ScopeOperator})
+	op, err := apikey.CreateAPIClient(ctx, pool, "ops", []apikey.Scope{apikey.ScopeOperator})
 	require.NoError(t, err)
-	reader, err := ingest.CreateAPIClient(ctx, pool, "reader", ingest.AllScopes()[:6]) // every scope but operator
+	reader, err := apikey.CreateAPIClient(ctx, pool, "reader", apikey.AllScopes()[:6]) // every scope but operator
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO user_contact (user_id, email, phone) VALUES (7, $1, $2)`, piiEmail, piiPhone)
 	require.NoError(t, err)

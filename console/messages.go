@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,9 +118,7 @@ func parseFilter(q url.Values) (filter, error) {
 	return f, nil
 }
 
-func knownStatus(s herald.Status) bool {
-	return s == herald.StatusPending || s == herald.StatusQueued || s == herald.StatusSending || s.Terminal()
-}
+func knownStatus(s herald.Status) bool { return slices.Contains(herald.Statuses(), s) }
 
 // minUUIDv7 is the smallest UUIDv7 of t's millisecond: every id made at t or later is at
 // least this, every id made before is less.
@@ -154,7 +153,7 @@ type messagesData struct {
 
 func (c *Console) messages(w http.ResponseWriter, r *http.Request) {
 	d := messagesData{Rows: []message{}, Channels: names(herald.Channels), Priorities: names(herald.Priorities),
-		Statuses: []string{"PENDING", "QUEUED", "SENDING", "SENT", "FAILED", "EXPIRED", "CANCELLED"}}
+		Statuses: names(herald.Statuses())}
 	f, err := parseFilter(r.URL.Query())
 	d.Filter = f
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 // sessionCookie is the console's session: the API client whose operator key logged in.
@@ -49,8 +49,8 @@ func (c *Console) operator(next http.HandlerFunc) http.Handler {
 			toLogin(w, r)
 			return
 		}
-		scopes, err := ingest.ClientScopes(r.Context(), c.pool, s.ClientID)
-		if errors.Is(err, ingest.ErrUnauthorized) {
+		scopes, err := apikey.ClientScopes(r.Context(), c.pool, s.ClientID)
+		if errors.Is(err, apikey.ErrUnauthorized) {
 			clearSession(w, r)
 			toLogin(w, r)
 			return
@@ -59,7 +59,7 @@ func (c *Console) operator(next http.HandlerFunc) http.Handler {
 			c.fail(w, http.StatusInternalServerError, "the database did not answer", err)
 			return
 		}
-		if !ingest.HasScope(scopes, ingest.ScopeOperator) {
+		if !apikey.HasScope(scopes, apikey.ScopeOperator) {
 			c.fail(w, http.StatusForbidden, "this API key lacks the operator scope", nil)
 			return
 		}
@@ -105,15 +105,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := r.PostForm.Get("next")
-	client, scopes, err := ingest.Authenticate(r.Context(), c.pool, strings.TrimSpace(r.PostForm.Get("key")))
+	client, scopes, err := apikey.Authenticate(r.Context(), c.pool, strings.TrimSpace(r.PostForm.Get("key")))
 	switch {
-	case errors.Is(err, ingest.ErrUnauthorized):
+	case errors.Is(err, apikey.ErrUnauthorized):
 		c.render(w, http.StatusUnauthorized, "login", page{Title: "Log in", Data: loginData{Next: next, Error: "unknown or revoked API key"}})
 		return
 	case err != nil:
 		c.fail(w, http.StatusInternalServerError, "the database did not answer", err)
 		return
-	case !ingest.HasScope(scopes, ingest.ScopeOperator):
+	case !apikey.HasScope(scopes, apikey.ScopeOperator):
 		c.render(w, http.StatusForbidden, "login", page{Title: "Log in", Data: loginData{Next: next, Error: "this API key lacks the operator scope"}})
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // Config configures the dispatch workers. Zero values take the defaults noted on each field;
@@ -94,7 +95,7 @@ type RetryPolicy struct {
 }
 
 // DefaultRetryPolicy is the policy of a channel without its own.
-var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6, MaxRetryAfter: time.Hour}
+var DefaultRetryPolicy = RetryPolicy{Base: 2 * time.Second, Max: 5 * time.Minute, MaxAttempts: 6, MaxRetryAfter: schedule.DefaultMaxRetryAfter}
 
 // DefaultLanes are the lane settings used where Config.Lanes leaves a field zero. Topic and
 // group names default to herald.DefaultTopic and herald.DefaultConsumerGroup.
@@ -176,7 +177,7 @@ func (c Config) withDefaults() Config {
 		c.LagInterval = 15 * time.Second
 	}
 	if c.RedisPrefix == "" {
-		c.RedisPrefix = "herald:"
+		c.RedisPrefix = herald.DefaultRedisPrefix
 	}
 	if c.SendTimeout == 0 {
 		c.SendTimeout = 30 * time.Second

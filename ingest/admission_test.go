@@ -164,7 +164,7 @@ func TestAdmissionConfig(t *testing.T) {
 		{poolConns: 32, in: Config{AdmissionWait: -time.Second}, err: "AdmissionWait -1s"},
 	} {
 		c := tc.in
-		c.setDefaults(tc.poolConns)
+		c = c.withDefaults(tc.poolConns)
 		err := c.validate()
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err)

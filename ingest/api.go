@@ -13,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 const instrumentationName = "github.com/heraldhq/herald/ingest"
@@ -36,7 +38,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 	if pool == nil {
 		return nil, errors.New("ingest: nil pool")
 	}
-	cfg.setDefaults(int(pool.Config().MaxConns))
+	cfg = cfg.withDefaults(int(pool.Config().MaxConns))
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -101,33 +103,33 @@ func (a *API) router() *mux.Router {
 }
 
 // apiRoute is one API route and the scopes that may call it (any one of them suffices;
-// ScopeOperator suffices for every route). The table is documented in docs/api.md and
+// apikey.ScopeOperator suffices for every route). The table is documented in docs/api.md and
 // docs/security.md.
 type apiRoute struct {
 	method, path string
 	handler      http.HandlerFunc
-	scopes       []Scope
+	scopes       []apikey.Scope
 }
 
 func routes(a *API) []apiRoute {
 	return []apiRoute{
-		{http.MethodPost, "/api/notifications", a.postNotification, []Scope{ScopeNotificationsSend}},
-		{http.MethodGet, "/api/notifications/{id}", a.getNotification, []Scope{ScopeNotificationsRead}},
-		{http.MethodPut, "/api/users/{userId}", a.putUser, []Scope{ScopeUsersWrite}},
-		{http.MethodGet, "/api/users/{userId}", a.getUser, []Scope{ScopeUsersRead}},
-		{http.MethodPut, "/api/users/{userId}/preferences", a.putPreferences, []Scope{ScopeUsersWrite}},
-		{http.MethodGet, "/api/users/{userId}/preferences", a.getPreferences, []Scope{ScopeUsersRead}},
-		{http.MethodPut, "/api/templates/{name}", a.putTemplate, []Scope{ScopeTemplatesWrite}},
+		{http.MethodPost, "/api/notifications", a.postNotification, []apikey.Scope{apikey.ScopeNotificationsSend}},
+		{http.MethodGet, "/api/notifications/{id}", a.getNotification, []apikey.Scope{apikey.ScopeNotificationsRead}},
+		{http.MethodPut, "/api/users/{userId}", a.putUser, []apikey.Scope{apikey.ScopeUsersWrite}},
+		{http.MethodGet, "/api/users/{userId}", a.getUser, []apikey.Scope{apikey.ScopeUsersRead}},
+		{http.MethodPut, "/api/users/{userId}/preferences", a.putPreferences, []apikey.Scope{apikey.ScopeUsersWrite}},
+		{http.MethodGet, "/api/users/{userId}/preferences", a.getPreferences, []apikey.Scope{apikey.ScopeUsersRead}},
+		{http.MethodPut, "/api/templates/{name}", a.putTemplate, []apikey.Scope{apikey.ScopeTemplatesWrite}},
 		// A template editor reads what it writes; a sending service may read the template it
 		// sends (its channels and variables). Templates hold no personal data.
-		{http.MethodGet, "/api/templates/{name}", a.getTemplate, []Scope{ScopeNotificationsSend, ScopeTemplatesWrite}},
-		{http.MethodPost, "/api/campaigns", a.postCampaign, []Scope{ScopeCampaignsWrite}},
-		{http.MethodGet, "/api/campaigns/{id}", a.getCampaign, []Scope{ScopeNotificationsRead}},
-		{http.MethodPost, "/api/campaigns/{id}/recipients", a.postRecipients, []Scope{ScopeCampaignsWrite}},
-		{http.MethodPost, "/api/campaigns/{id}/start", a.postStart, []Scope{ScopeCampaignsWrite}},
-		{http.MethodPost, "/api/campaigns/{id}/cancel", a.postCancel, []Scope{ScopeCampaignsWrite}},
-		{http.MethodPost, "/api/redrives", a.postRedrive, []Scope{ScopeOperator}},
-		{http.MethodGet, "/api/redrives/{id}", a.getRedrive, []Scope{ScopeOperator}},
+		{http.MethodGet, "/api/templates/{name}", a.getTemplate, []apikey.Scope{apikey.ScopeNotificationsSend, apikey.ScopeTemplatesWrite}},
+		{http.MethodPost, "/api/campaigns", a.postCampaign, []apikey.Scope{apikey.ScopeCampaignsWrite}},
+		{http.MethodGet, "/api/campaigns/{id}", a.getCampaign, []apikey.Scope{apikey.ScopeNotificationsRead}},
+		{http.MethodPost, "/api/campaigns/{id}/recipients", a.postRecipients, []apikey.Scope{apikey.ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/campaigns/{id}/start", a.postStart, []apikey.Scope{apikey.ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/campaigns/{id}/cancel", a.postCancel, []apikey.Scope{apikey.ScopeCampaignsWrite}},
+		{http.MethodPost, "/api/redrives", a.postRedrive, []apikey.Scope{apikey.ScopeOperator}},
+		{http.MethodGet, "/api/redrives/{id}", a.getRedrive, []apikey.Scope{apikey.ScopeOperator}},
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 func TestAuth(t *testing.T) {
@@ -40,7 +42,7 @@ func TestAuth(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			res := e.do(http.MethodPost, "/api/notifications", body, map[string]string{"Authorization": auth, "Idempotency-Key": name})
 			requireProblem(t, res, http.StatusUnauthorized, codeUnauthorized)
-			require.NotEmpty(t, res.header.Get("WWW-Authenticate"))
+			require.NotEmpty(t, res.header.Get("WWW-apikey.Authenticate"))
 			res = e.do(http.MethodGet, "/api/templates/otp", nil, map[string]string{"Authorization": auth})
 			requireProblem(t, res, http.StatusUnauthorized, codeUnauthorized)
 		})
@@ -51,17 +53,17 @@ func TestAuth(t *testing.T) {
 	// The key works until its client is revoked.
 	res := e.post("before-revoke", body)
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
-	require.NoError(t, RevokeAPIClient(context.Background(), e.pool, e.clientID))
-	require.NoError(t, RevokeAPIClient(context.Background(), e.pool, e.clientID), "revoking twice is a no-op")
+	require.NoError(t, apikey.RevokeAPIClient(context.Background(), e.pool, e.clientID))
+	require.NoError(t, apikey.RevokeAPIClient(context.Background(), e.pool, e.clientID), "revoking twice is a no-op")
 	res = e.post("after-revoke", body)
 	requireProblem(t, res, http.StatusUnauthorized, codeUnauthorized)
 	n, _ = e.rows()
 	require.Equal(t, 1, n)
 
-	err := RevokeAPIClient(context.Background(), e.pool, uuid.NewString())
-	require.True(t, errors.Is(err, ErrNotFound), "%v", err)
-	err = RevokeAPIClient(context.Background(), e.pool, "not-a-uuid")
-	require.True(t, errors.Is(err, ErrNotFound), "%v", err)
+	err := apikey.RevokeAPIClient(context.Background(), e.pool, uuid.NewString())
+	require.True(t, errors.Is(err, apikey.ErrNotFound), "%v", err)
+	err = apikey.RevokeAPIClient(context.Background(), e.pool, "not-a-uuid")
+	require.True(t, errors.Is(err, apikey.ErrNotFound), "%v", err)
 
 	// Probes need no key.
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -76,7 +78,7 @@ func TestAuthCacheRevocation(t *testing.T) {
 	e.template("otp", "security", "SMS")
 	res := e.do(http.MethodGet, "/api/templates/otp", nil, nil)
 	require.Equal(t, http.StatusOK, res.status)
-	require.NoError(t, RevokeAPIClient(context.Background(), e.pool, e.clientID))
+	require.NoError(t, apikey.RevokeAPIClient(context.Background(), e.pool, e.clientID))
 	require.Eventually(t, func() bool {
 		return e.do(http.MethodGet, "/api/templates/otp", nil, nil).status == http.StatusUnauthorized
 	}, 10*time.Second, 20*time.Millisecond)
@@ -88,13 +90,13 @@ func TestAuthCache(t *testing.T) {
 	k1, k2, k3 := [32]byte{1}, [32]byte{2}, [32]byte{3}
 	_, ok := c.get(k1, now)
 	require.False(t, ok)
-	c.put(k1, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, now)
+	c.put(k1, principal{clientID: "client-1", scopes: []apikey.Scope{apikey.ScopeUsersRead}}, now)
 	p, ok := c.get(k1, now.Add(999*time.Millisecond))
 	require.True(t, ok)
-	require.Equal(t, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, p, "the cache carries the scopes")
+	require.Equal(t, principal{clientID: "client-1", scopes: []apikey.Scope{apikey.ScopeUsersRead}}, p, "the cache carries the scopes")
 	_, ok = c.get(k1, now.Add(time.Second))
 	require.False(t, ok, "expired at the TTL")
-	c.put(k1, principal{clientID: "client-1", scopes: []Scope{ScopeUsersRead}}, now)
+	c.put(k1, principal{clientID: "client-1", scopes: []apikey.Scope{apikey.ScopeUsersRead}}, now)
 	c.put(k2, principal{clientID: "client-2"}, now)
 	c.put(k3, principal{clientID: "client-3"}, now) // over the bound: the cache starts over
 	_, ok = c.get(k1, now)
@@ -110,19 +112,19 @@ func TestAuthCache(t *testing.T) {
 
 func TestCreateAPIClientKeysDiffer(t *testing.T) {
 	e := newEnv(t)
-	c1, err := CreateAPIClient(context.Background(), e.pool, "a", DefaultScopes())
+	c1, err := apikey.CreateAPIClient(context.Background(), e.pool, "a", apikey.DefaultScopes())
 	require.NoError(t, err)
-	c2, err := CreateAPIClient(context.Background(), e.pool, "a", DefaultScopes())
+	c2, err := apikey.CreateAPIClient(context.Background(), e.pool, "a", apikey.DefaultScopes())
 	require.NoError(t, err)
 	require.NotEqual(t, c1.Key, c2.Key)
 	require.NotEqual(t, c1.WebhookSecret, c2.WebhookSecret)
 	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, c1.WebhookSecret, "32 bytes, standard base64")
-	_, err = CreateAPIClient(context.Background(), e.pool, " ", DefaultScopes())
+	_, err = apikey.CreateAPIClient(context.Background(), e.pool, " ", apikey.DefaultScopes())
 	require.Error(t, err)
-	_, err = CreateAPIClient(context.Background(), e.pool, "none", nil)
+	_, err = apikey.CreateAPIClient(context.Background(), e.pool, "none", nil)
 	require.Error(t, err, "a key needs at least one scope")
-	_, err = CreateAPIClient(context.Background(), e.pool, "typo", []Scope{"users:wrte"})
-	require.ErrorIs(t, err, ErrUnknownScope)
+	_, err = apikey.CreateAPIClient(context.Background(), e.pool, "typo", []apikey.Scope{"users:wrte"})
+	require.ErrorIs(t, err, apikey.ErrUnknownScope)
 }
 
 // TestNotificationsAreScopedToTheirClient: one client cannot read another's notification;
@@ -138,7 +140,7 @@ func TestNotificationsAreScopedToTheirClient(t *testing.T) {
 	own := e.do(http.MethodGet, "/api/notifications/"+id, nil, nil)
 	require.Equal(t, http.StatusOK, own.status, "%s", own.body)
 
-	other, err := CreateAPIClient(context.Background(), e.pool, "other", DefaultScopes())
+	other, err := apikey.CreateAPIClient(context.Background(), e.pool, "other", apikey.DefaultScopes())
 	require.NoError(t, err)
 	res = e.do(http.MethodGet, "/api/notifications/"+id, nil, map[string]string{"Authorization": "Bearer " + other.Key})
 	requireProblem(t, res, http.StatusNotFound, codeNotFound)

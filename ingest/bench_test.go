@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -38,7 +39,7 @@ func BenchmarkPostNotification(b *testing.B) {
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 	e := &env{t: b, pool: pool, srv: srv}
-	c, err := CreateAPIClient(ctx, pool, "bench", AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "bench", apikey.AllScopes())
 	require.NoError(b, err)
 	e.key = c.Key
 	// Content with variables, so that every POST renders both channels as it does in production.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -43,7 +44,7 @@ func conflict(detail string) error {
 
 // changeCampaign runs change on a locked campaign of the client in one transaction and
 // answers the campaign as it is after the commit.
-func (a *API) changeCampaign(w http.ResponseWriter, r *http.Request, change func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, kind string) error) {
+func (a *API) changeCampaign(w http.ResponseWriter, r *http.Request, change func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status herald.CampaignStatus, kind string) error) {
 	ctx := r.Context()
 	id, err := campaignIDVar(r)
 	if err != nil {
@@ -52,7 +53,10 @@ func (a *API) changeCampaign(w http.ResponseWriter, r *http.Request, change func
 	}
 	client := clientFrom(ctx)
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
-		var status, kind string
+		var (
+			status herald.CampaignStatus
+			kind   string
+		)
 		err := tx.QueryRow(ctx, lockCampaign, id, client).Scan(&status, &kind)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errCampaignNotFound
@@ -93,9 +97,9 @@ func (a *API) postRecipients(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, kind string) error {
-		if status != campaignDraft {
-			return conflict("recipients can be added to a DRAFT campaign only; this one is " + status)
+	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status herald.CampaignStatus, kind string) error {
+		if status != herald.CampaignDraft {
+			return conflict("recipients can be added to a DRAFT campaign only; this one is " + string(status))
 		}
 		if kind != "users" {
 			return conflict("this campaign's audience is a segment")
@@ -113,10 +117,10 @@ func (a *API) postRecipients(w http.ResponseWriter, r *http.Request) {
 
 // postStart starts a DRAFT campaign. Starting a started campaign changes nothing.
 func (a *API) postStart(w http.ResponseWriter, r *http.Request) {
-	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, _ string) error {
+	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status herald.CampaignStatus, _ string) error {
 		switch status {
-		case campaignDraft:
-		case campaignCancelled:
+		case herald.CampaignDraft:
+		case herald.CampaignCancelled:
 			return conflict("a CANCELLED campaign cannot start")
 		default:
 			return nil
@@ -137,11 +141,11 @@ func (a *API) postStart(w http.ResponseWriter, r *http.Request) {
 // the answer arrives no provider call can start for the campaign. Calls in flight finish and
 // are recorded. Cancelling a cancelled campaign changes nothing; a DONE one is 409.
 func (a *API) postCancel(w http.ResponseWriter, r *http.Request) {
-	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, _ string) error {
+	a.changeCampaign(w, r, func(ctx context.Context, tx pgx.Tx, id uuid.UUID, status herald.CampaignStatus, _ string) error {
 		switch status {
-		case campaignCancelled:
+		case herald.CampaignCancelled:
 			return nil
-		case campaignDone:
+		case herald.CampaignDone:
 			return conflict("a DONE campaign has nothing left to cancel")
 		}
 		if _, err := tx.Exec(ctx, cancelCampaign, id); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -155,7 +156,7 @@ func TestCampaignVisibleToItsClientOnly(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	id := res.json(t)["id"].(string)
 
-	other, err := CreateAPIClient(context.Background(), e.pool, "other", AllScopes())
+	other, err := apikey.CreateAPIClient(context.Background(), e.pool, "other", apikey.AllScopes())
 	require.NoError(t, err)
 	auth := map[string]string{"Authorization": "Bearer " + other.Key}
 	for _, path := range []string{campaignPath(id)} {
@@ -167,7 +168,7 @@ func TestCampaignVisibleToItsClientOnly(t *testing.T) {
 	require.Equal(t, "DRAFT", e.campaign(id)["status"])
 
 	// Scopes: creating needs campaigns:write, reading notifications:read.
-	sender, err := CreateAPIClient(context.Background(), e.pool, "sender", []Scope{ScopeNotificationsSend, ScopeNotificationsRead})
+	sender, err := apikey.CreateAPIClient(context.Background(), e.pool, "sender", []apikey.Scope{apikey.ScopeNotificationsSend, apikey.ScopeNotificationsRead})
 	require.NoError(t, err)
 	requireProblem(t, e.do(http.MethodPost, "/api/campaigns", "{}", map[string]string{"Authorization": "Bearer " + sender.Key, "Idempotency-Key": "x"}),
 		403, codeInsufficientScope)

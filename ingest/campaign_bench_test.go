@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -39,7 +40,7 @@ func BenchmarkCampaignExpansion(b *testing.B) {
 	pool, err := pgpool.New(ctx, dbURL, 0)
 	require.NoError(b, err)
 	defer pool.Close()
-	client, err := CreateAPIClient(ctx, pool, "bench", AllScopes())
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", apikey.AllScopes())
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('promo', 'marketing', '{SMS}')`)
 	require.NoError(b, err)
@@ -85,7 +86,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		var status string
 		require.NoError(b, pool.QueryRow(ctx, `SELECT expanded, status FROM campaign WHERE id = $1`, resp.ID).Scan(&expanded, &status))
 		require.Equal(b, int64(users), expanded)
-		require.Equal(b, campaignActive, status)
+		require.Equal(b, string(herald.CampaignActive), status)
 	}
 	b.StopTimer()
 	rate := float64(users*b.N) / total.Seconds()

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // ExpanderConfig configures the campaign expander. The zero value is valid.
@@ -25,6 +27,10 @@ type ExpanderConfig struct {
 	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
 	// DefaultRate; negative: unpaced.
 	Rate int
+	// DoneInterval is how often the expander looks for ACTIVE campaigns whose deliveries are
+	// all final, to end them DONE (markDoneCampaigns); every campaign is looked at no more
+	// often than this by all expanders together. Default 10 s.
+	DoneInterval time.Duration
 	// Channels are the channels the installation delivers, as Config.Channels: a user's
 	// other channels are suppressed (and counted) channel_unavailable. Default: every channel.
 	Channels []herald.Channel
@@ -35,18 +41,16 @@ const (
 	DefaultLotSize      = 1000
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultRate         = 5000
+	DefaultDoneInterval = 10 * time.Second
 )
 
-func (c *ExpanderConfig) setDefaults() {
-	if c.LotSize == 0 {
-		c.LotSize = DefaultLotSize
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c ExpanderConfig) withDefaults() ExpanderConfig {
+	c.LotSize = cmp.Or(c.LotSize, DefaultLotSize)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.DoneInterval = cmp.Or(c.DoneInterval, DefaultDoneInterval)
+	return c
 }
 
 func (c *ExpanderConfig) validate() error {
@@ -56,6 +60,9 @@ func (c *ExpanderConfig) validate() error {
 	if c.PollInterval < 0 {
 		return fmt.Errorf("expander config: PollInterval %s: must not be negative", c.PollInterval)
 	}
+	if c.DoneInterval < 0 {
+		return fmt.Errorf("expander config: DoneInterval %s: must not be negative", c.DoneInterval)
+	}
 	return nil
 }
 
@@ -64,17 +71,20 @@ func (c *ExpanderConfig) validate() error {
 // campaign row alone: a lot holds the row's lock (FOR NO KEY UPDATE SKIP LOCKED), so one lot of a
 // campaign is written at a time and another process expands another campaign meanwhile. The
 // cursor expanded_through moves in the lot's transaction, so a crash loses at most the lot
-// in progress, which the next expander writes again.
+// in progress, which the next expander writes again. Between lots it also ends ACTIVE
+// campaigns DONE when their deliveries are all final (markDone), so that reading a campaign
+// never writes.
 type Expander struct {
 	cfg       ExpanderConfig
 	available channelSet
 	pool      *pgxpool.Pool
 	log       *zap.Logger
+	nextDone  time.Time // when markDone is due next; owned by Run
 }
 
 // NewExpander returns an expander over pool, a migrated herald database.
 func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expander, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -89,30 +99,31 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 }
 
 // Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting
-// no sooner than Rate allows, polling every PollInterval when there is none. A failed lot is
-// logged and tried again after a pause.
+// no sooner than Rate allows, polling every PollInterval when there is none, and ending
+// finished campaigns DONE every DoneInterval. A failed lot is logged and tried again after a
+// pause.
 func (x *Expander) Run(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
 	var pace pacer
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	var wait time.Duration
+	for sleep.For(ctx, wait) == nil {
 		started := time.Now()
+		if x.doneDue(started) {
+			if err := x.markDone(ctx); err != nil && ctx.Err() == nil {
+				x.log.Error("campaign done check failed", zap.Error(err))
+			}
+		}
 		worked, written, err := x.expandLot(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
 			x.log.Error("campaign lot failed", zap.Error(err))
-			t.Reset(x.cfg.PollInterval)
+			wait = x.cfg.PollInterval
 		case worked:
-			t.Reset(pace.Wait(started, time.Now(), written, x.cfg.Rate))
+			wait = pace.Wait(started, time.Now(), written, x.cfg.Rate)
 		default:
-			t.Reset(x.cfg.PollInterval)
+			wait = x.cfg.PollInterval
 		}
 	}
+	return nil
 }

@@ -18,12 +18,12 @@ import (
 // campaignJSON is the answer of GET /api/campaigns/{id} and of the state-changing campaign
 // calls.
 type campaignJSON struct {
-	ID       string           `json:"id"`
-	Name     string           `json:"name"`
-	Template string           `json:"template"`
-	Channels []herald.Channel `json:"channels"`
-	Priority herald.Priority  `json:"priority"`
-	Status   string           `json:"status"`
+	ID       string                `json:"id"`
+	Name     string                `json:"name"`
+	Template string                `json:"template"`
+	Channels []herald.Channel      `json:"channels"`
+	Priority herald.Priority       `json:"priority"`
+	Status   herald.CampaignStatus `json:"status"`
 	// Audience is the number of distinct users of the audience: the staged ids of a list, or
 	// the users the segment matched (counted at start, exact once expanded).
 	Audience int64 `json:"audience"`
@@ -45,13 +45,6 @@ FROM campaign WHERE id = $1 AND client_id = $2`
 const countCampaignDeliveries = `
 SELECT d.status, count(*) FROM notification n JOIN delivery d ON d.notification_id = n.id
 WHERE n.campaign_id = $1 GROUP BY d.status`
-
-// markCampaignDone ends an expanded campaign DONE once none of its deliveries can change any
-// more; the caller has just counted them.
-const markCampaignDone = `UPDATE campaign SET status = 'DONE', updated_at = now() WHERE id = $1 AND status = 'ACTIVE'`
-
-var allStatuses = []herald.Status{herald.StatusPending, herald.StatusQueued, herald.StatusSending,
-	herald.StatusSent, herald.StatusFailed, herald.StatusExpired, herald.StatusCancelled}
 
 // campaignIDVar parses the {id} path variable. A malformed id is no campaign: 404.
 func campaignIDVar(r *http.Request) (uuid.UUID, error) {
@@ -78,10 +71,10 @@ func (a *API) getCampaign(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-// readCampaign reads a campaign of clientID with its delivery counts, and moves an ACTIVE
-// campaign whose deliveries are all final to DONE.
+// readCampaign reads a campaign of clientID with its delivery counts. It writes nothing: the
+// expander ends a campaign DONE (markDoneCampaigns).
 func (a *API) readCampaign(ctx context.Context, db delivery.DB, id uuid.UUID, clientID string) (*campaignJSON, error) {
-	c := &campaignJSON{ID: id.String(), Deliveries: make(map[herald.Status]int64, len(allStatuses))}
+	c := &campaignJSON{ID: id.String(), Deliveries: make(map[herald.Status]int64, len(herald.Statuses()))}
 	err := db.QueryRow(ctx, selectCampaign, id, clientID).Scan(&c.Name, &c.Template, &c.Channels, &c.Priority,
 		&c.Status, &c.Audience, &c.Expanded, &c.Suppressed, &c.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -91,7 +84,7 @@ func (a *API) readCampaign(ctx context.Context, db delivery.DB, id uuid.UUID, cl
 		return nil, fmt.Errorf("read campaign %s: %w", id, err)
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
-	for _, s := range allStatuses {
+	for _, s := range herald.Statuses() {
 		c.Deliveries[s] = 0
 	}
 	rows, err := db.Query(ctx, countCampaignDeliveries, id)
@@ -112,18 +105,8 @@ func (a *API) readCampaign(ctx context.Context, db delivery.DB, id uuid.UUID, cl
 	if err != nil {
 		return nil, fmt.Errorf("count deliveries of campaign %s: %w", id, err)
 	}
-	open := int64(0)
 	for _, v := range counts {
 		c.Deliveries[v.s] = v.n
-		if !v.s.Terminal() {
-			open += v.n
-		}
-	}
-	if c.Status == campaignActive && open == 0 {
-		if _, err := db.Exec(ctx, markCampaignDone, id); err != nil {
-			return nil, fmt.Errorf("mark campaign %s done: %w", id, err)
-		}
-		c.Status = campaignDone
 	}
 	return c, nil
 }

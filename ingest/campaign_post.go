@@ -11,23 +11,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
 )
 
 // campaignAcceptedJSON is the 202 answer of POST /api/campaigns, stored in campaign.response
 // and replayed for a repeated Idempotency-Key.
 type campaignAcceptedJSON struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID     string                `json:"id"`
+	Status herald.CampaignStatus `json:"status"`
 }
-
-// Campaign statuses (docs/api.md).
-const (
-	campaignDraft     = "DRAFT"
-	campaignExpanding = "EXPANDING"
-	campaignActive    = "ACTIVE"
-	campaignDone      = "DONE"
-	campaignCancelled = "CANCELLED"
-)
 
 const selectCampaignByKey = `
 SELECT request_hash, response FROM campaign WHERE client_id = $1 AND idempotency_key = $2`
@@ -99,9 +92,9 @@ func (a *API) createCampaign(ctx context.Context, clientID, key string, in *camp
 		if err != nil {
 			return fmt.Errorf("new campaign id: %w", err)
 		}
-		status := campaignDraft
+		status := herald.CampaignDraft
 		if in.Start {
-			status = campaignExpanding
+			status = herald.CampaignExpanding
 		}
 		resp = &campaignAcceptedJSON{ID: id.String(), Status: status}
 		tag, err := tx.Exec(ctx, insertCampaign, campaignRow(id, clientID, key, hash, resp, in)...)
@@ -124,7 +117,7 @@ func (a *API) createCampaign(ctx context.Context, clientID, key string, in *camp
 			}
 		}
 		a.log.Info("campaign created", zap.String("campaign_id", resp.ID), zap.String("client_id", clientID),
-			zap.String("status", status), zap.Int("user_ids", len(in.UserIDs)))
+			zap.String("status", string(status)), zap.Int("user_ids", len(in.UserIDs)))
 		return nil
 	})
 	return resp, replayed, err

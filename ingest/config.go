@@ -5,6 +5,7 @@
 package ingest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -60,29 +61,17 @@ const (
 // authCacheEntries bounds the API key cache.
 const authCacheEntries = 10000
 
-// setDefaults fills the zero fields; poolConns is the MaxConns of the API's pool.
-func (c *Config) setDefaults(poolConns int) {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
-	if c.AuthCacheTTL == 0 {
-		c.AuthCacheTTL = DefaultAuthCacheTTL
-	}
-	if c.AdmissionSlots == 0 {
-		c.AdmissionSlots = poolConns
-	}
-	if c.AdmissionHighReserve == 0 {
-		c.AdmissionHighReserve = min(max(1, c.AdmissionSlots/4), c.AdmissionSlots-1)
-	}
-	if c.AdmissionWait == 0 {
-		c.AdmissionWait = DefaultAdmissionWait
-	}
+// withDefaults returns c with every zero field set to its default; poolConns is the MaxConns
+// of the API's pool.
+func (c Config) withDefaults(poolConns int) Config {
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
+	c.AuthCacheTTL = cmp.Or(c.AuthCacheTTL, DefaultAuthCacheTTL)
+	c.AdmissionSlots = cmp.Or(c.AdmissionSlots, poolConns)
+	c.AdmissionHighReserve = cmp.Or(c.AdmissionHighReserve, min(max(1, c.AdmissionSlots/4), c.AdmissionSlots-1))
+	c.AdmissionWait = cmp.Or(c.AdmissionWait, DefaultAdmissionWait)
+	return c
 }
 
 func (c *Config) validate() error {

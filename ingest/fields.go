@@ -7,13 +7,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
-	_ "time/tzdata" // IANA zones even on hosts without /usr/share/zoneinfo
 	"unicode/utf8"
 
 	"golang.org/x/text/language"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // Limits and formats of the API's fields (documented in docs/api.md).
@@ -152,7 +151,7 @@ func checkTimeZone(fe *fieldErrors, field, s string) {
 		fe.add(field, "must be an IANA time zone name")
 		return
 	}
-	if _, err := time.LoadLocation(s); err != nil {
+	if _, err := schedule.Location(s); err != nil {
 		fe.add(field, "must be an IANA time zone name")
 	}
 }

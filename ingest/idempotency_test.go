@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -53,7 +54,7 @@ func TestIdempotencyReplay(t *testing.T) {
 	require.Equal(t, 1, d)
 
 	// Keys are scoped per client: another client's "k1" is a new notification.
-	c2, err := CreateAPIClient(context.Background(), e.pool, "other", DefaultScopes())
+	c2, err := apikey.CreateAPIClient(context.Background(), e.pool, "other", apikey.DefaultScopes())
 	require.NoError(t, err)
 	key2 := c2.Key
 	res := e.do(http.MethodPost, "/api/notifications",

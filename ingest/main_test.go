@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -67,7 +68,7 @@ func newEnvWith(t testing.TB, cfg Config, log *zap.Logger) *env {
 	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, api: api, pool: pool, srv: srv}
-	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())
+	c, err := apikey.CreateAPIClient(context.Background(), pool, "test", apikey.AllScopes())
 	require.NoError(t, err)
 	e.clientID, e.key = c.ID, c.Key
 	return e

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -101,23 +102,22 @@ func TestMigrationKeepsOldKeys(t *testing.T) {
 	_, err = p.UpTo(ctx, 30)
 	require.NoError(t, err)
 
-	key, err := newAPIKey()
-	require.NoError(t, err)
+	key := "hk_" + strings.Repeat("k", 43) // the shape apikey makes
 	h := sha256.Sum256([]byte(key))
 	const oldInsert = `INSERT INTO api_client (id, name, key_prefix, key_hash) VALUES ($1, $2, $3, $4)`
 	id := uuid.NewString()
-	_, err = pool.Exec(ctx, oldInsert, id, "old", key[:keyDisplayPrefix], h[:])
+	_, err = pool.Exec(ctx, oldInsert, id, "old", key[:11], h[:])
 	require.NoError(t, err)
 
 	_, err = migrate.Up(ctx, pool)
 	require.NoError(t, err)
-	clients, err := ListAPIClients(ctx, pool)
+	clients, err := apikey.ListAPIClients(ctx, pool)
 	require.NoError(t, err)
 	require.Len(t, clients, 1)
 	require.Equal(t, id, clients[0].ID)
-	require.Equal(t, AllScopes(), clients[0].Scopes, "an old key has every scope")
+	require.Equal(t, apikey.AllScopes(), clients[0].Scopes, "an old key has every scope")
 
-	secrets, err := NewWebhookSecrets(pool, -1).WebhookSecrets(ctx, id)
+	secrets, err := apikey.NewWebhookSecrets(pool, -1).WebhookSecrets(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, secrets, 1)
 	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, secrets[0], "32 bytes, standard base64")
@@ -142,11 +142,11 @@ func TestMigrationKeepsOldKeys(t *testing.T) {
 	id2 := uuid.NewString()
 	_, err = pool.Exec(ctx, oldInsert, id2, "new", "hk_x", []byte("x"))
 	require.NoError(t, err)
-	clients, err = ListAPIClients(ctx, pool)
+	clients, err = apikey.ListAPIClients(ctx, pool)
 	require.NoError(t, err)
 	require.Len(t, clients, 2)
 	require.Empty(t, clients[1].Scopes)
-	secrets2, err := NewWebhookSecrets(pool, -1).WebhookSecrets(ctx, id2)
+	secrets2, err := apikey.NewWebhookSecrets(pool, -1).WebhookSecrets(ctx, id2)
 	require.NoError(t, err)
 	require.Len(t, secrets2, 1)
 	require.NotEqual(t, secrets[0], secrets2[0])
@@ -156,7 +156,7 @@ func TestMigrationKeepsOldKeys(t *testing.T) {
 
 	// Unknown clients have no secret.
 	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		s, err := NewWebhookSecrets(pool, 0).WebhookSecrets(ctx, id)
+		s, err := apikey.NewWebhookSecrets(pool, 0).WebhookSecrets(ctx, id)
 		require.NoError(t, err)
 		require.Empty(t, s)
 	}

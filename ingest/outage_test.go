@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/heraldhq/herald/deploy/local/privatestack"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/pgpool"
 )
@@ -39,7 +40,7 @@ func TestPostWhileDatabaseIsDownAnswersUnavailable(t *testing.T) {
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	e := &env{t: t, api: api, pool: pool, srv: srv}
-	c, err := CreateAPIClient(ctx, pool, "test", AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
 	require.NoError(t, err)
 	e.clientID, e.key = c.ID, c.Key
 	e.template("otp", "security", "SMS")

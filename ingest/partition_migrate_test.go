@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/openapitest"
@@ -26,7 +27,7 @@ func TestPartitionMigrationKeepsRowsAndKeys(t *testing.T) {
 	pool, err := pgxpool.New(ctx, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c, err := CreateAPIClient(ctx, pool, "test", AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
 	require.NoError(t, err)
 
 	var now time.Time
@@ -103,7 +104,7 @@ func TestPartitionMigrationRefusesIdsThatAreNotUUIDv7(t *testing.T) {
 	pool, err := pgxpool.New(ctx, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c, err := CreateAPIClient(ctx, pool, "test", AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
 	require.NoError(t, err)
 	deliverytest.InsertUnpartitioned(t, pool, c.ID, []time.Time{time.Now()})
 	_, err = pool.Exec(ctx, `INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, priority, response)

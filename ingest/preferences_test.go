@@ -192,3 +192,18 @@ func TestQuietHoursAcrossDST(t *testing.T) {
 		require.Equal(t, utc(tc.want), e.nextAttempt(a["id"]), "sendAt %s", tc.sendAt)
 	}
 }
+
+func mustLoc(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}

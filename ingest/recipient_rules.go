@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // recipientRequest is what a notification asks of the rules for one user: the channels,
@@ -30,16 +31,17 @@ type decision struct {
 	next       *time.Time
 }
 
-// decide applies herald's per-user rules to one request: unavailable channels, opt-outs and
-// missing addresses suppress channels (route), then sendAt and quiet hours in the user's time zone
-// decide the first attempt (firstAttempt). now is the accepting transaction's clock. A single
+// decide applies herald's per-user rules (docs/api.md, "Which deliveries exist" and "When
+// deliveries are due") to one request: unavailable channels, opt-outs and missing addresses
+// suppress channels (route), then sendAt and quiet hours in the user's time zone decide the
+// first attempt (schedule.FirstAttempt). now is the accepting transaction's clock. A single
 // POST (accept) and every user of a campaign lot (expandLot) go through this one function.
 func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Logger) (decision, error) {
 	deliver, suppressed, err := route(req.userID, req.channels, req.available, req.category, req.to, f)
 	if err != nil {
 		return decision{}, err
 	}
-	loc, err := loadLocation(f.timeZone)
+	loc, err := schedule.Location(f.timeZone)
 	if err != nil { // time zones are validated on input; a zone database change could still do it
 		log.Warn("unknown stored time zone, using UTC", zap.Int64("user_id", req.userID), zap.Error(err))
 		loc = time.UTC
@@ -47,7 +49,7 @@ func decide(req recipientRequest, f *recipientFacts, now time.Time, log *zap.Log
 	return decision{
 		deliver:    deliver,
 		suppressed: suppressed,
-		next:       firstAttempt(now, req.sendAt, req.priority, loc, f.quietHours()),
+		next:       schedule.FirstAttempt(now, req.sendAt, req.priority, loc, f.quietHours()),
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/redrive"
@@ -207,7 +208,7 @@ func TestRedriveNeedsOperator(t *testing.T) {
 	e := newEnv(t)
 	e.failures()
 	before := e.deliveryStates()
-	for _, key := range []string{e.newKey(ScopeNotificationsSend), e.newKey(ScopeNotificationsSend, ScopeNotificationsRead, ScopeCampaignsWrite)} {
+	for _, key := range []string{e.newKey(apikey.ScopeNotificationsSend), e.newKey(apikey.ScopeNotificationsSend, apikey.ScopeNotificationsRead, apikey.ScopeCampaignsWrite)} {
 		res := e.postRedrive("k", `{"filter": {"status": ["FAILED"]}}`, map[string]string{"Authorization": "Bearer " + key})
 		requireProblem(t, res, http.StatusForbidden, codeInsufficientScope)
 		res = e.do(http.MethodGet, "/api/redrives/0190b7d4-0000-7000-8000-000000000000", nil, map[string]string{"Authorization": "Bearer " + key})

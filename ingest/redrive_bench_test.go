@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/redrive"
@@ -36,7 +37,7 @@ func BenchmarkRedrive(b *testing.B) {
 	pool, err := pgpool.New(ctx, stacktest.PostgresURL(b), 0)
 	require.NoError(b, err)
 	defer pool.Close()
-	client, err := CreateAPIClient(ctx, pool, "bench", AllScopes())
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", apikey.AllScopes())
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('promo', 'marketing', '{SMS}')`)
 	require.NoError(b, err)

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/pushtoken"
+	"github.com/heraldhq/herald/internal/schedule"
 )
 
 // Reasons a requested channel gets no delivery row.
@@ -23,7 +25,7 @@ const (
 // and user_preference p, each LEFT JOINed on the user: the one definition of those facts for
 // a single POST (loadAcceptContext) and a campaign lot (campaign_lot.go).
 const recipientFactsColumns = `c.email IS NOT NULL, c.phone IS NOT NULL, c.webhook_url IS NOT NULL,
-       EXISTS (SELECT 1 FROM push_token pt WHERE pt.user_id = c.user_id),
+       ` + pushtoken.ContactHasAny + `,
        coalesce(c.time_zone, 'UTC'), p.opt_outs, p.quiet_start, p.quiet_end`
 
 // dest lists the scan destinations of recipientFactsColumns.
@@ -149,14 +151,6 @@ func hasAddress(c herald.Channel, to *recipientJSON, ac *recipientFacts) bool {
 }
 
 // quietHours returns the user's quiet hours, or nil.
-func (ac *recipientFacts) quietHours() *quietHours {
-	if !ac.quietStart.Valid || !ac.quietEnd.Valid {
-		return nil
-	}
-	const usPerMinute = int64(time.Minute / time.Microsecond)
-	q := quietHours{start: clock(ac.quietStart.Microseconds / usPerMinute), end: clock(ac.quietEnd.Microseconds / usPerMinute)}
-	if q.start == q.end {
-		return nil
-	}
-	return &q
+func (ac *recipientFacts) quietHours() *schedule.QuietHours {
+	return schedule.QuietHoursOf(ac.quietStart, ac.quietEnd)
 }

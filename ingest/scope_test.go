@@ -8,19 +8,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 func TestParseScopes(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want []Scope
+		want []apikey.Scope
 		err  string
 	}{
-		{in: "notifications:send", want: []Scope{ScopeNotificationsSend}},
-		{in: "users:write, users:read", want: []Scope{ScopeUsersRead, ScopeUsersWrite}},
-		{in: "operator,operator", want: []Scope{ScopeOperator}},
-		{in: "templates:write,,campaigns:write,", want: []Scope{ScopeTemplatesWrite, ScopeCampaignsWrite}},
-		{in: strings.ReplaceAll(joinScopes(AllScopes()), ",", " , "), want: AllScopes()},
+		{in: "notifications:send", want: []apikey.Scope{apikey.ScopeNotificationsSend}},
+		{in: "users:write, users:read", want: []apikey.Scope{apikey.ScopeUsersRead, apikey.ScopeUsersWrite}},
+		{in: "operator,operator", want: []apikey.Scope{apikey.ScopeOperator}},
+		{in: "templates:write,,campaigns:write,", want: []apikey.Scope{apikey.ScopeTemplatesWrite, apikey.ScopeCampaignsWrite}},
+		{in: strings.ReplaceAll(apikey.JoinScopes(apikey.AllScopes()), ",", " , "), want: apikey.AllScopes()},
 		{in: "", err: "no scope given"},
 		{in: " , ", err: "no scope given"},
 		{in: "users:wrte", err: `scope "users:wrte": unknown scope`},
@@ -28,7 +30,7 @@ func TestParseScopes(t *testing.T) {
 		{in: "Operator", err: "unknown scope"},
 		{in: "notifications:*", err: "unknown scope"},
 	} {
-		got, err := ParseScopes(tc.in)
+		got, err := apikey.ParseScopes(tc.in)
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err, "%q", tc.in)
 			continue
@@ -36,18 +38,18 @@ func TestParseScopes(t *testing.T) {
 		require.NoError(t, err, "%q", tc.in)
 		require.Equal(t, tc.want, got, "%q", tc.in)
 	}
-	_, err := ParseScopes("nope")
-	require.ErrorIs(t, err, ErrUnknownScope)
-	require.Equal(t, []Scope{ScopeNotificationsSend, ScopeNotificationsRead}, DefaultScopes())
+	_, err := apikey.ParseScopes("nope")
+	require.ErrorIs(t, err, apikey.ErrUnknownScope)
+	require.Equal(t, []apikey.Scope{apikey.ScopeNotificationsSend, apikey.ScopeNotificationsRead}, apikey.DefaultScopes())
 }
 
 func TestGrants(t *testing.T) {
-	require.True(t, HasScope([]Scope{ScopeUsersRead}, ScopeUsersRead))
-	require.False(t, HasScope([]Scope{ScopeUsersRead}, ScopeUsersWrite), "read does not imply write")
-	require.False(t, HasScope([]Scope{ScopeUsersWrite}, ScopeUsersRead), "write does not imply read")
-	require.False(t, HasScope(nil, ScopeNotificationsSend))
-	for _, s := range AllScopes() {
-		require.True(t, HasScope([]Scope{ScopeOperator}, s), "operator implies %s", s)
+	require.True(t, apikey.HasScope([]apikey.Scope{apikey.ScopeUsersRead}, apikey.ScopeUsersRead))
+	require.False(t, apikey.HasScope([]apikey.Scope{apikey.ScopeUsersRead}, apikey.ScopeUsersWrite), "read does not imply write")
+	require.False(t, apikey.HasScope([]apikey.Scope{apikey.ScopeUsersWrite}, apikey.ScopeUsersRead), "write does not imply read")
+	require.False(t, apikey.HasScope(nil, apikey.ScopeNotificationsSend))
+	for _, s := range apikey.AllScopes() {
+		require.True(t, apikey.HasScope([]apikey.Scope{apikey.ScopeOperator}, s), "operator implies %s", s)
 	}
 }
 
@@ -104,7 +106,7 @@ func TestInsufficientScope(t *testing.T) {
 	res = e.postCampaign("first", `{"name":"n","template":"otp","channels":["SMS"],"audience":{"userIds":[5]},"start":false}`)
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	campaignID := res.json(t)["id"].(string)
-	operator := e.newKey(ScopeOperator)
+	operator := e.newKey(apikey.ScopeOperator)
 	res = e.postRedrive("first", `{"filter":{"status":["FAILED"]},"dryRun":true}`)
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	redriveID := res.json(t)["id"].(string)
@@ -122,9 +124,9 @@ func TestInsufficientScope(t *testing.T) {
 			path = strings.Replace(tc.path, "{id}", redriveID, 1)
 		}
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			var others []Scope
-			for _, s := range AllScopes() {
-				if s != ScopeOperator && !slices.Contains(rt.scopes, s) {
+			var others []apikey.Scope
+			for _, s := range apikey.AllScopes() {
+				if s != apikey.ScopeOperator && !slices.Contains(rt.scopes, s) {
 					others = append(others, s)
 				}
 			}
@@ -135,7 +137,7 @@ func TestInsufficientScope(t *testing.T) {
 			for _, s := range rt.scopes {
 				require.Contains(t, p["detail"], string(s), "the detail names the needed scope")
 			}
-			require.Contains(t, res.header.Get("WWW-Authenticate"), `error="insufficient_scope"`)
+			require.Contains(t, res.header.Get("WWW-apikey.Authenticate"), `error="insufficient_scope"`)
 			require.Equal(t, before, snapshot(t, e), "a refused request changes nothing")
 
 			allowed := []string{e.newKey(rt.scopes[0]), operator}
@@ -156,9 +158,9 @@ func TestInsufficientScope(t *testing.T) {
 }
 
 // newKey creates an API client with scopes and returns its key.
-func (e *env) newKey(scopes ...Scope) string {
+func (e *env) newKey(scopes ...apikey.Scope) string {
 	e.t.Helper()
-	c, err := CreateAPIClient(context.Background(), e.pool, "scoped", scopes)
+	c, err := apikey.CreateAPIClient(context.Background(), e.pool, "scoped", scopes)
 	require.NoError(e.t, err)
 	return c.Key
 }

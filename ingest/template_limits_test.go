@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -95,7 +96,7 @@ func TestAcceptRendersOutsideTransaction(t *testing.T) {
 	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, pool: pool, srv: srv}
-	c, err := CreateAPIClient(context.Background(), pool, "test", AllScopes())
+	c, err := apikey.CreateAPIClient(context.Background(), pool, "test", apikey.AllScopes())
 	require.NoError(t, err)
 	e.clientID, e.key = c.ID, c.Key
 	e.templateWith("order", "orders", map[string]any{"SMS": map[string]any{"default": sms("Order {{.order.id}}")}}, "SMS")

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/internal/pushtoken"
 )
 
 // contactJSON is a user's contact profile, the body of PUT /api/users/{userId} and the
@@ -48,16 +50,9 @@ ON CONFLICT (user_id) DO UPDATE SET
     locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, tags = EXCLUDED.tags, updated_at = now()
 RETURNING updated_at`
 
-const deletePushTokens = `DELETE FROM push_token WHERE user_id = $1`
-
-const insertPushTokens = `
-INSERT INTO push_token (user_id, token, platform)
-SELECT $1, t.token, t.platform FROM unnest($2::text[], $3::text[]) AS t (token, platform)`
-
 const selectContact = `
 SELECT c.email, c.phone, c.webhook_url, c.locale, c.time_zone, c.tags, c.updated_at,
-       coalesce((SELECT array_agg(pt.token ORDER BY pt.token) FROM push_token pt WHERE pt.user_id = c.user_id), '{}'),
-       coalesce((SELECT array_agg(pt.platform ORDER BY pt.token) FROM push_token pt WHERE pt.user_id = c.user_id), '{}')
+       ` + pushtoken.ContactArrays + `
 FROM user_contact c WHERE c.user_id = $1`
 
 // userIDVar parses the {userId} path variable: a positive int64.
@@ -148,11 +143,7 @@ func (a *API) storeContact(ctx context.Context, c *contactJSON) error {
 		if err := tx.QueryRow(ctx, upsertContact, c.UserID, c.Email, c.Phone, c.WebhookURL, c.Locale, c.TimeZone, c.Tags).Scan(&c.UpdatedAt); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, deletePushTokens, c.UserID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, insertPushTokens, c.UserID, tokens, platforms)
-		return err
+		return pushtoken.Replace(ctx, tx, c.UserID, tokens, platforms)
 	})
 	if err != nil {
 		return fmt.Errorf("store contact of user %d: %w", c.UserID, err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 // TestWebhookSecretsRotation: rotation returns the new secret first and the previous one
@@ -13,16 +15,16 @@ import (
 func TestWebhookSecretsRotation(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	c, err := CreateAPIClient(ctx, e.pool, "hooks", DefaultScopes())
+	c, err := apikey.CreateAPIClient(ctx, e.pool, "hooks", apikey.DefaultScopes())
 	require.NoError(t, err)
-	fresh := NewWebhookSecrets(e.pool, -1)
-	cached := NewWebhookSecrets(e.pool, time.Hour)
+	fresh := apikey.NewWebhookSecrets(e.pool, -1)
+	cached := apikey.NewWebhookSecrets(e.pool, time.Hour)
 
 	got, err := cached.WebhookSecrets(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{c.WebhookSecret}, got)
 
-	rotated, err := RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
+	rotated, err := apikey.RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
 	require.NoError(t, err)
 	got, err = fresh.WebhookSecrets(ctx, c.ID)
 	require.NoError(t, err)
@@ -31,23 +33,23 @@ func TestWebhookSecretsRotation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{c.WebhookSecret}, got, "cached until the TTL")
 
-	require.NoError(t, ExpirePreviousWebhookSecret(ctx, e.pool, c.ID))
+	require.NoError(t, apikey.ExpirePreviousWebhookSecret(ctx, e.pool, c.ID))
 	got, err = fresh.WebhookSecrets(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{rotated}, got)
 
 	// Rotating twice within a window drops the oldest secret.
-	second, err := RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
+	second, err := apikey.RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
 	require.NoError(t, err)
-	third, err := RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
+	third, err := apikey.RotateWebhookSecret(ctx, e.pool, c.ID, time.Hour)
 	require.NoError(t, err)
 	got, err = fresh.WebhookSecrets(ctx, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, []string{third, second}, got)
 
-	_, err = RotateWebhookSecret(ctx, e.pool, "01a22bef-0000-7000-8000-000000000000", time.Hour)
-	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, ExpirePreviousWebhookSecret(ctx, e.pool, "nope"), ErrNotFound)
-	_, err = RotateWebhookSecret(ctx, e.pool, c.ID, -time.Second)
+	_, err = apikey.RotateWebhookSecret(ctx, e.pool, "01a22bef-0000-7000-8000-000000000000", time.Hour)
+	require.ErrorIs(t, err, apikey.ErrNotFound)
+	require.ErrorIs(t, apikey.ExpirePreviousWebhookSecret(ctx, e.pool, "nope"), apikey.ErrNotFound)
+	_, err = apikey.RotateWebhookSecret(ctx, e.pool, c.ID, -time.Second)
 	require.Error(t, err)
 }

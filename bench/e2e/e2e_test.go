@@ -29,7 +29,9 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders"
@@ -84,25 +86,25 @@ func startStack(b *testing.B, o options) *stack {
 	log := zap.NewNop()
 
 	api, err := ingest.New(ingest.Config{}, s.pool, log)
-	must(b, err)
+	heraldtest.Must(b, err)
 	srv := httptest.NewServer(api.Handler())
 	b.Cleanup(srv.Close)
 	s.url = srv.URL
-	client, err := ingest.CreateAPIClient(ctx, s.pool, "bench", []ingest.Scope{ingest.ScopeOperator})
-	must(b, err)
+	client, err := apikey.CreateAPIClient(ctx, s.pool, "bench", []apikey.Scope{apikey.ScopeOperator})
+	heraldtest.Must(b, err)
 	s.key = client.Key
 	_, err = s.pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('bench', 'bench', '{SMS}')`)
-	must(b, err)
+	heraldtest.Must(b, err)
 
 	byPriority := map[herald.Priority]string{
 		herald.PriorityHigh: topics["high"], herald.PriorityNormal: topics["normal"], herald.PriorityLow: topics["low"],
 	}
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0))
-	must(b, err)
+	heraldtest.Must(b, err)
 	b.Cleanup(kcl.Close)
 	slot := stacktest.Name("bench")
 	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority}, relayPool, kcl, log)
-	must(b, err)
+	heraldtest.Must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}
 	lanes := map[herald.Priority]dispatch.LaneConfig{}
@@ -119,12 +121,12 @@ func startStack(b *testing.B, o options) *stack {
 		RateLimits:  limits,
 		RedisPrefix: prefix,
 	}, dispatchPool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
-	must(b, err)
+	heraldtest.Must(b, err)
 
 	runs := []func(context.Context) error{relay.Run, d.Run}
 	if o.expander {
 		x, err := ingest.NewExpander(ingest.ExpanderConfig{Rate: o.campaignRate}, s.pool, log)
-		must(b, err)
+		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}
 	for _, run := range runs {
@@ -138,12 +140,12 @@ func startStack(b *testing.B, o options) *stack {
 	}
 	// Rows committed before the slot exists reach Kafka through the sweeper only, after its
 	// grace period: wait for the relay to stream.
-	waitFor(b, time.Minute, "relay streaming", func() bool {
+	heraldtest.WaitFor(b, time.Minute, "relay streaming", func() bool {
 		var streaming bool
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid
 			WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming)
-		must(b, err)
+		heraldtest.Must(b, err)
 		return streaming
 	})
 	return s
@@ -166,7 +168,7 @@ func (s *stack) insertBacklog(b *testing.B, n int) {
 func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
 	b.Helper()
 	var clientID string
-	must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
 	for from := 0; from < n; from += 10000 {
 		deliverytest.Backlog(b, s.pool, min(10000, n-from), deliverytest.Spec{ClientID: clientID, UserID: 1,
 			Template: "bench", Category: "bench", Recipient: `{"phone":"+15550000000"}`, Channel: herald.ChannelSMS, Priority: prio})
@@ -176,7 +178,7 @@ func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
 // post sends one notification through the API and returns its delivery id.
 func (s *stack) post(b *testing.B, key string, priority herald.Priority) string {
 	id, err := s.tryPost(key, priority)
-	must(b, err)
+	heraldtest.Must(b, err)
 	return id
 }
 
@@ -251,11 +253,11 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 	inserted := time.Since(t0)
 	// The campaign is in Kafka and draining at the provider's limit once the relay has
 	// published every row; measure HIGH from then on.
-	waitFor(b, 5*time.Minute, "LOW backlog published", func() bool {
+	heraldtest.WaitFor(b, 5*time.Minute, "LOW backlog published", func() bool {
 		var pending int
 		// Rows still in the version the campaign wrote: not yet published and marked QUEUED.
 		// (A rate-limit deferral also makes a row PENDING, with a future next_attempt_at.)
-		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery
+		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery
 			WHERE status = 'PENDING' AND attempts = 0 AND next_attempt_at = created_at`).Scan(&pending))
 		return pending == 0
 	})
@@ -273,7 +275,7 @@ func BenchmarkHighLatencyUnderLowBacklog(b *testing.B) {
 		id := s.post(b, fmt.Sprintf("high-%d", i), herald.PriorityHigh)
 		started[id] = t0
 	}
-	waitFor(b, time.Minute, "every HIGH delivery sent", func() bool {
+	heraldtest.WaitFor(b, time.Minute, "every HIGH delivery sent", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(called) >= len(started)
@@ -317,15 +319,15 @@ func BenchmarkThroughputLimitsLifted(b *testing.B) {
 	s.insertBacklogAs(b, backlog, herald.PriorityNormal)
 	// The figure comes from the rows' own timestamps, so the wait may poll slowly: a count
 	// over the whole table every 20 ms would cost the database more than a delivery does.
-	waitForEvery(b, 10*time.Minute, 500*time.Millisecond, "every delivery sent", func() bool {
+	heraldtest.WaitForEvery(b, 10*time.Minute, 500*time.Millisecond, "every delivery sent", func() bool {
 		var sent int
-		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
+		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
 		return sent == backlog
 	})
 	b.StopTimer()
 	s.logDBStats(b, before, backlog)
 	var first, last time.Time
-	must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
+	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
 	calls := s.sender.Calls()
 	span := calls[len(calls)-1].At.Sub(calls[0].At)
 	b.ReportMetric(float64(backlog)/last.Sub(first).Seconds(), "deliveries/s")
@@ -352,22 +354,6 @@ func maxInWindow(calls []dispatch.Call, w time.Duration) int {
 	return best
 }
 
-func waitFor(b *testing.B, timeout time.Duration, what string, cond func() bool) {
-	b.Helper()
-	waitForEvery(b, timeout, 20*time.Millisecond, what, cond)
-}
-
-func waitForEvery(b *testing.B, timeout, every time.Duration, what string, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(every)
-	}
-}
-
 // dbStats is the benchmark database's activity so far (pg_stat_database).
 type dbStats struct{ commits, returned, fetched, inserted, updated int64 }
 
@@ -376,8 +362,8 @@ func (s *stack) dbStats(b *testing.B) dbStats {
 	var st dbStats
 	ctx := context.Background()
 	_, err := s.pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-	must(b, err)
-	must(b, s.pool.QueryRow(ctx, `SELECT xact_commit, tup_returned, tup_fetched, tup_inserted, tup_updated
+	heraldtest.Must(b, err)
+	heraldtest.Must(b, s.pool.QueryRow(ctx, `SELECT xact_commit, tup_returned, tup_fetched, tup_inserted, tup_updated
 		FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&st.commits, &st.returned, &st.fetched, &st.inserted, &st.updated))
 	return st
@@ -404,17 +390,10 @@ func (s *stack) logDBStats(b *testing.B, before dbStats, n int) {
 func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {
 	b.Helper()
 	cfg, err := pgpool.ParseConfig(url)
-	must(b, err)
+	heraldtest.Must(b, err)
 	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	must(b, err)
+	heraldtest.Must(b, err)
 	b.Cleanup(pool.Close)
 	return pool
-}
-
-func must(b *testing.B, err error) {
-	b.Helper()
-	if err != nil {
-		b.Fatal(err)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	pace := 0
 	if v := os.Getenv("BENCH_CAMPAIGN_RATE"); v != "" {
 		n, err := strconv.Atoi(v)
-		must(b, err)
+		heraldtest.Must(b, err)
 		pace = n
 	}
 	r.Load += fmt.Sprintf("; expander pace %s", map[bool]string{true: "herald's default (--campaign-rate)", false: strconv.Itoa(pace) + " deliveries/s"}[pace == 0])
@@ -77,7 +78,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 			b.Fatalf("warm-up POST: %s", why)
 		}
 	}
-	waitFor(b, time.Minute, "the warm-up HIGH sent", func() bool { return highSent.Load() >= 5 })
+	heraldtest.WaitFor(b, time.Minute, "the warm-up HIGH sent", func() bool { return highSent.Load() >= 5 })
 	mu.Lock()
 	clear(called)
 	highSent.Store(0)
@@ -86,7 +87,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	campaign, err := s.startCampaign("otp-under-campaign", herald.PriorityLow)
-	must(b, err)
+	heraldtest.Must(b, err)
 	// The campaign row, every 50 ms: expanded users over time, and the end of the expansion.
 	var expandedAt atomic.Pointer[time.Time]
 	var expanded atomic.Int64
@@ -174,7 +175,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		loadBefore, loadAverage())
 
 	status, n, err := s.campaignState(context.Background(), campaign)
-	must(b, err)
+	heraldtest.Must(b, err)
 	if status == "EXPANDING" || n != int64(users) {
 		b.Errorf("campaign: status %s, expanded %d; want ACTIVE or DONE with %d", status, n, users)
 	}
@@ -265,5 +266,5 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 			b.Logf("%s: stage %-38s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
 		}
 	}
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 }

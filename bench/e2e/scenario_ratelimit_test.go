@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // BenchmarkScenarioRateLimit is the suite's rate-limit scenario: with HIGH, NORMAL and LOW
@@ -42,7 +43,7 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
 		return fmt.Sprintf("%d provider calls", len(s.sender.Calls()))
 	})
-	waitFor(b, window+time.Minute, "the end of the measured window", func() bool { return time.Now().After(to) })
+	heraldtest.WaitFor(b, window+time.Minute, "the end of the measured window", func() bool { return time.Now().After(to) })
 	progress()
 	cancel()
 	b.StopTimer()
@@ -94,15 +95,15 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 	var left []string
 	rows, err := s.pool.Query(context.Background(), `SELECT priority, count(*) FROM delivery
 		WHERE status IN ('PENDING', 'QUEUED') GROUP BY priority`)
-	must(b, err)
+	heraldtest.Must(b, err)
 	waiting := map[string]int{}
 	for rows.Next() {
 		var p string
 		var n int
-		must(b, rows.Scan(&p, &n))
+		heraldtest.Must(b, rows.Scan(&p, &n))
 		waiting[p] = n
 	}
-	must(b, rows.Err())
+	heraldtest.Must(b, rows.Err())
 	for _, p := range prios {
 		left = append(left, fmt.Sprintf("%s %d", p, waiting[string(p)]))
 	}
@@ -116,5 +117,5 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 	b.Logf("%s at limit %d/s: %d calls (%.0f/s), at most %d in any 1 s window; HIGH %d, NORMAL %d, LOW %d; waiting at the end: %v",
 		window, limit, len(inWindow), float64(len(inWindow))/window.Seconds(), worst,
 		count[herald.PriorityHigh], count[herald.PriorityNormal], count[herald.PriorityLow], left)
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 }

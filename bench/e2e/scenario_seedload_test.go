@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -177,16 +178,16 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		}, func(int, time.Time) { burstUnsent.Add(1) })
 	}()
 	loads.Wait()
-	must(b, campaignErr)
+	heraldtest.Must(b, campaignErr)
 	answered := time.Now()
 
 	// The drain: until nothing waits and the campaign is expanded, or drainCap after the load.
 	var drained time.Time
 	for time.Since(answered) < drainCap {
 		status, _, err := s.campaignState(ctx, campaign)
-		must(b, err)
+		heraldtest.Must(b, err)
 		var n int64
-		must(b, s.pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status IN ('PENDING', 'QUEUED', 'SENDING')`).Scan(&n))
+		heraldtest.Must(b, s.pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status IN ('PENDING', 'QUEUED', 'SENDING')`).Scan(&n))
 		if n == 0 && status != "EXPANDING" {
 			drained = time.Now()
 			break
@@ -314,7 +315,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	for _, n := range r.Notes {
 		b.Log(n)
 	}
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 }
 
 // The seed-load generator's bounds: the steady load's workers share loadClient's 512

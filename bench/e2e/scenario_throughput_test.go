@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 		"no rate limit, a provider that answers at once, NORMAL lane concurrency 64", backlog, batch)
 
 	var clientID string
-	must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var inserted atomic.Int64
@@ -54,18 +55,18 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 		inserted.Add(int64(n))
 		insertedAt, insertedN = append(insertedAt, time.Now()), append(insertedN, n)
 	}
-	waitFor(b, 10*time.Minute, "every delivery sent to the provider", func() bool { return called.Load() >= int64(backlog) })
+	heraldtest.WaitFor(b, 10*time.Minute, "every delivery sent to the provider", func() bool { return called.Load() >= int64(backlog) })
 	// The outcome commits after the call: poll the database only once the calls are in.
-	waitFor(b, time.Minute, "every delivery SENT", func() bool {
+	heraldtest.WaitFor(b, time.Minute, "every delivery SENT", func() bool {
 		var sent int
-		must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
+		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
 		return sent == backlog
 	})
 	b.StopTimer()
 	stop()
 
 	var first, last time.Time
-	must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
+	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
 	calls := s.sender.Calls()
 	e2e := float64(backlog) / last.Sub(first).Seconds()
 	span := calls[len(calls)-1].At.Sub(calls[0].At)
@@ -86,7 +87,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 		XLabel: "seconds since the first insert", YLabel: "deliveries/s", Series: []result.Series{rate}})
 	r.Chart(result.Chart{File: "backlog", Title: "backlog: inserted, not yet sent to the provider", Kind: "line",
 		XLabel: "seconds since the first insert", YLabel: "deliveries", Series: []result.Series{left}})
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 
 	b.ReportMetric(e2e, "deliveries/s")
 	b.ReportMetric(drain, "calls/s")

@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 type options struct {
@@ -179,12 +181,8 @@ func pace(ctx context.Context, rate float64, tokens chan<- time.Time) {
 			return
 		}
 		next = next.Add(interval)
-		if d := time.Until(next); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return
-			}
+		if sleep.Until(ctx, next) != nil {
+			return
 		}
 	}
 }

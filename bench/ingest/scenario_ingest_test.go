@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,7 +16,8 @@ import (
 
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	benchresult "github.com/heraldhq/herald/bench/result"
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -56,7 +56,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	slice := phase / time.Duration(rounds)
 	pgbench := findPgbench(b)
 	script, err := filepath.Abs(filepath.Join("..", "..", "ingest", "testdata", "pgbench_accept.sql"))
-	must(b, err)
+	heraldtest.Must(b, err)
 	r := benchresult.New("ingest", "POST /api/notifications against pgbench of the same SQL")
 	r.Load = fmt.Sprintf("pgbench (%d clients) and the load generator closed loop (%d connections) alternating, %d slice(s) of %s each; "+
 		"then the load generator open loop at half the closed-loop rate for %s (%d connections at most); "+
@@ -65,18 +65,18 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	dbURL := stacktest.PostgresURL(b)
 	ctx := context.Background()
 	pool, err := pgpool.New(ctx, dbURL, 0)
-	must(b, err)
+	heraldtest.Must(b, err)
 	b.Cleanup(pool.Close)
 	_, err = pool.Exec(ctx, fixtureSQL)
-	must(b, err)
+	heraldtest.Must(b, err)
 	_, err = pool.Exec(ctx, `VACUUM ANALYZE`)
-	must(b, err)
-	client, err := ingest.CreateAPIClient(ctx, pool, "bench", []ingest.Scope{ingest.ScopeOperator})
-	must(b, err)
+	heraldtest.Must(b, err)
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", []apikey.Scope{apikey.ScopeOperator})
+	heraldtest.Must(b, err)
 	pool.Close()
 
 	bin := benchproc.BuildHerald(b)
-	addr := freeAddr(b)
+	addr := heraldtest.FreeAddr(b)
 	herald := benchproc.Start(b, bin, "serve", "--roles", "ingest", "--http-addr", addr, "--admin-addr", "",
 		"--database-url", dbURL, "--database-max-conns", strconv.Itoa(heraldPool), "--log-level", "warn")
 	herald.WaitFor(b, time.Minute, 100*time.Millisecond, "herald ready", func() bool {
@@ -107,13 +107,13 @@ func BenchmarkScenarioIngest(b *testing.B) {
 		closed := o
 		closed.duration, closed.concurrency = slice, closedConns
 		cpu0, err := herald.CPU()
-		must(b, err)
+		heraldtest.Must(b, err)
 		res, err := run(closed)
 		if err != nil {
 			b.Fatalf("closed loop: %v", err)
 		}
 		cpu1, err := herald.CPU()
-		must(b, err)
+		heraldtest.Must(b, err)
 		heraldCPU, genCPU = heraldCPU+cpu1-cpu0, genCPU+res.cpu
 		posted, postTime = posted+res.accepted, postTime+res.elapsed
 		slices[0].X, slices[0].Y = append(slices[0].X, float64(i)), append(slices[0].Y, float64(n)/took.Seconds())
@@ -127,13 +127,13 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	open := o
 	open.duration, open.concurrency, open.rate = phase, openConns, half
 	cpu0, err := herald.CPU()
-	must(b, err)
+	heraldtest.Must(b, err)
 	res, err := run(open)
 	if err != nil {
 		b.Fatalf("open loop: %v", err)
 	}
 	cpu1, err := herald.CPU()
-	must(b, err)
+	heraldtest.Must(b, err)
 	b.StopTimer()
 	res.print(open)
 
@@ -154,7 +154,7 @@ func BenchmarkScenarioIngest(b *testing.B) {
 		Kind: "cdf", XLabel: "latency (ms)", YLabel: "quantile", LogX: true, Series: []benchresult.Series{benchresult.CDF("herald POST", res.hist)}})
 	r.Chart(benchresult.Chart{File: "slices", Title: "pgbench and herald in alternating slices (closed loop)", Kind: "line",
 		XLabel: "slice", YLabel: "per second", Series: slices[:]})
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 
 	b.ReportMetric(posts/tps, "ratio")
 	b.ReportMetric(float64(res.hist.ValueAtQuantile(99))/1000, "p99-ms")
@@ -183,13 +183,13 @@ func runPgbench(b *testing.B, pgbench, script, dbURL string, d time.Duration) (i
 		b.Fatalf("pgbench printed no transaction count:\n%s", out.String())
 	}
 	n, err := strconv.ParseInt(m[1], 10, 64)
-	must(b, err)
+	heraldtest.Must(b, err)
 	t := pgbenchTPS.FindStringSubmatch(out.String())
 	if t == nil {
 		b.Fatalf("pgbench printed no tps:\n%s", out.String())
 	}
 	tps, err := strconv.ParseFloat(t[1], 64)
-	must(b, err)
+	heraldtest.Must(b, err)
 	if n == 0 || tps <= 0 {
 		b.Fatalf("pgbench processed no transaction:\n%s", out.String())
 	}
@@ -208,20 +208,4 @@ func findPgbench(b *testing.B) string {
 	}
 	b.Fatal("pgbench not found in PATH nor in /usr/lib/postgresql/15/bin: install PostgreSQL's client tools")
 	return ""
-}
-
-// freeAddr is a free 127.0.0.1 port for herald's listener.
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(b, err)
-	addr := l.Addr().String()
-	must(b, l.Close())
-	return addr
-}
-
-func must(b *testing.B, err error) {
-	b.Helper()
-	if err != nil {
-		b.Fatal(err)
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkScenarioMemory(b *testing.B) {
 	_, prefix := stacktest.Redis(b)
 	bin := benchproc.BuildHerald(b)
 	pool, err := pgxpool.New(context.Background(), url)
-	must(b, err)
+	heraldtest.Must(b, err)
 	b.Cleanup(pool.Close)
 	slot := stacktest.Name("bench_mem")
 	args := []string{"serve", "--roles", "relay,dispatch", "--database-url", url, "--http-addr", "127.0.0.1:0", "--admin-addr", "",
@@ -59,7 +60,7 @@ func BenchmarkScenarioMemory(b *testing.B) {
 	// grace period: the backlog starts once the slot streams.
 	proc.WaitFor(b, 2*time.Minute, 200*time.Millisecond, "the relay streaming", func() bool {
 		var streaming bool
-		must(b, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
+		heraldtest.Must(b, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming))
 		return streaming
 	})
@@ -104,9 +105,9 @@ func BenchmarkScenarioMemory(b *testing.B) {
 
 	b.ResetTimer()
 	var clientID string
-	must(b, pool.QueryRow(ctx, `INSERT INTO api_client (id, name, key_prefix, key_hash) VALUES (gen_random_uuid(), 'bench', 'hk_bench', '\x00') RETURNING id`).Scan(&clientID))
+	heraldtest.Must(b, pool.QueryRow(ctx, `INSERT INTO api_client (id, name, key_prefix, key_hash) VALUES (gen_random_uuid(), 'bench', 'hk_bench', '\x00') RETURNING id`).Scan(&clientID))
 	_, err = pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('promo', 'marketing', '{SMS}')`)
-	must(b, err)
+	heraldtest.Must(b, err)
 	for from := 0; from < rows; from += batch {
 		n := min(batch, rows-from)
 		deliverytest.Backlog(b, pool, n, deliverytest.Spec{ClientID: clientID, UserID: 1, Template: "promo", Category: "marketing",
@@ -119,7 +120,7 @@ func BenchmarkScenarioMemory(b *testing.B) {
 	// Published: no row left in the version the backlog wrote (the relay marks each QUEUED).
 	proc.WaitFor(b, 15*time.Minute, time.Second, "the backlog published", func() bool {
 		var left int
-		must(b, pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status = 'PENDING' AND attempts = 0 AND next_attempt_at = created_at`).Scan(&left))
+		heraldtest.Must(b, pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status = 'PENDING' AND attempts = 0 AND next_attempt_at = created_at`).Scan(&left))
 		return left == 0
 	})
 	publishedIn := time.Since(start)
@@ -131,11 +132,11 @@ func BenchmarkScenarioMemory(b *testing.B) {
 	stopProgress()
 
 	hwm, err := proc.StatusKB("VmHWM")
-	must(b, err)
+	heraldtest.Must(b, err)
 	cpu, err := proc.CPU()
-	must(b, err)
+	heraldtest.Must(b, err)
 	var sent int
-	must(b, pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
+	heraldtest.Must(b, pool.QueryRow(ctx, `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
 	last := rss.Y[len(rss.Y)-1]
 	elapsed := time.Since(start)
 	r.Add(result.Figure{Name: "peak RSS", Value: float64(peakKB) / 1024, Unit: "MB", Better: "lower", Target: "≤ 150"})
@@ -150,18 +151,11 @@ func BenchmarkScenarioMemory(b *testing.B) {
 	r.Note("the backlog drains at the provider limit (%d/s): at the end most of it is still in Kafka, which is the point — herald must not hold it in memory", limit)
 	r.Chart(result.Chart{File: "rss", Title: fmt.Sprintf("herald RSS with a backlog of %d LOW deliveries", rows), Kind: "line",
 		XLabel: "seconds since the first insert", YLabel: "MB", Series: []result.Series{rss}})
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 
 	b.ReportMetric(float64(peakKB)/1024, "peak-RSS-MB")
 	b.ReportMetric(float64(hwm)/1024, "VmHWM-MB")
 	b.Logf("herald memory with a backlog of %d LOW deliveries (relay + dispatch, limit %d/s): inserted in %s, published after %s; "+
 		"RSS peak %d MB (VmHWM %d MB), last %.0f MB; %d sent meanwhile; herald CPU %s",
 		rows, limit, insertedIn.Round(time.Millisecond), publishedIn.Round(time.Millisecond), peakKB/1024, hwm/1024, last, sent, cpu)
-}
-
-func must(b *testing.B, err error) {
-	b.Helper()
-	if err != nil {
-		b.Fatal(err)
-	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 var loadClient = &http.Client{Timeout: 10 * time.Second,
@@ -78,7 +80,7 @@ func assignments(b *testing.B, adm *kadm.Client, group, topic string) map[string
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	groups, err := adm.DescribeGroups(ctx, group)
-	must(b, err)
+	heraldtest.Must(b, err)
 	out := map[string][]int32{}
 	for _, m := range groups[group].Members {
 		a, ok := m.Assigned.AsConsumer()
@@ -97,7 +99,7 @@ func assignments(b *testing.B, adm *kadm.Client, group, topic string) map[string
 // waitMembers waits until group is stable with n members holding every partition of topic.
 func waitMembers(b *testing.B, adm *kadm.Client, group, topic string, n int) {
 	b.Helper()
-	waitFor(b, 2*time.Minute, fmt.Sprintf("%d members in %s", n, group), func() bool {
+	heraldtest.WaitFor(b, 2*time.Minute, fmt.Sprintf("%d members in %s", n, group), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		groups, err := adm.DescribeGroups(ctx, group)
@@ -126,10 +128,3 @@ func poll(d time.Duration, cond func() bool) error {
 
 // pause lets the load run for d: a phase of the scenario, not a wait for a condition.
 func pause(d time.Duration) { time.Sleep(d) }
-
-func must(b *testing.B, err error) {
-	b.Helper()
-	if err != nil {
-		b.Fatal(err)
-	}
-}

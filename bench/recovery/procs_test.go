@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,23 +10,13 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/bench/internal/benchproc"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
 // The processes are started with bench/internal/benchproc, as an operator runs herald: the
 // binary, built once, as separate processes with flags and environment.
-
-func freeAddr(b *testing.B) string {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
 
 // startSim runs `herald sim` and returns the environment that points serve at it and its
 // control URL.
@@ -36,7 +25,7 @@ func startSim(b *testing.B, bin string, extra ...string) (env map[string]string,
 	dir := b.TempDir()
 	p := benchproc.StartEnv(b, bin, "sim", nil, append([]string{"sim", "--sim-dir", dir, "--sim-http-addr", "127.0.0.1:0",
 		"--sim-tls-addr", "127.0.0.1:0", "--sim-smtp-addr", "127.0.0.1:0"}, extra...)...)
-	waitFor(b, 30*time.Second, "herald sim to write its env file", func() bool {
+	heraldtest.WaitFor(b, 30*time.Second, "herald sim to write its env file", func() bool {
 		if !p.Alive() {
 			b.Fatal("herald sim exited")
 		}
@@ -90,7 +79,7 @@ func serveArgs(b *testing.B, dsn string, topics map[string]string, prefix, name 
 func serve(b *testing.B, bin, name, addr string, env map[string]string, args ...string) *benchproc.Proc {
 	b.Helper()
 	p := benchproc.StartEnv(b, bin, name, env, append([]string{"serve", "--http-addr", addr}, args...)...)
-	waitFor(b, 60*time.Second, "herald "+name+" to be ready", func() bool {
+	heraldtest.WaitFor(b, 60*time.Second, "herald "+name+" to be ready", func() bool {
 		if !p.Alive() {
 			b.Fatalf("herald %s exited", name)
 		}
@@ -102,15 +91,4 @@ func serve(b *testing.B, bin, name, addr string, env map[string]string, args ...
 		return resp.StatusCode == http.StatusOK
 	})
 	return p
-}
-
-func waitFor(b *testing.B, d time.Duration, what string, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -52,25 +54,25 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	name := stacktest.Name("recovery")
 	args := serveArgs(b, dsn, topics, prefix, name)
 	pool, err := pgxpool.New(ctx, dsn)
-	must(b, err)
+	heraldtest.Must(b, err)
 	defer pool.Close()
-	client, err := ingest.CreateAPIClient(ctx, pool, "bench", ingest.AllScopes())
-	must(b, err)
+	client, err := apikey.CreateAPIClient(ctx, pool, "bench", apikey.AllScopes())
+	heraldtest.Must(b, err)
 	_, err = ingest.SeedTemplates(ctx, pool, fstest.MapFS{"bench.json": {Data: []byte(template)}})
-	must(b, err)
+	heraldtest.Must(b, err)
 	simEnv, simURL := startSim(b, bin, "--sim-latency", "twilio.min=2ms,twilio.median=10ms,twilio.p99=50ms")
 
-	apiAddr := freeAddr(b)
+	apiAddr := heraldtest.FreeAddr(b)
 	serve(b, bin, "ingest", apiAddr, simEnv, append([]string{"--roles", "ingest"}, args...)...)
-	relay := serve(b, bin, "relay", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
+	relay := serve(b, bin, "relay", heraldtest.FreeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
 	var dispatchers []*benchproc.Proc
 	for i := 1; i <= 2; i++ {
-		dispatchers = append(dispatchers, serve(b, bin, fmt.Sprintf("dispatch-%d", i), freeAddr(b), simEnv,
+		dispatchers = append(dispatchers, serve(b, bin, fmt.Sprintf("dispatch-%d", i), heraldtest.FreeAddr(b), simEnv,
 			append([]string{"--roles", "dispatch"}, args...)...))
 	}
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ConsumeTopics(topics["normal"]),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	must(b, err)
+	heraldtest.Must(b, err)
 	defer kcl.Close()
 	defer cancel() // before the client closes: the consumer below stops first
 	adm := kadm.NewClient(kcl)
@@ -125,9 +127,9 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	pause(phase)
 	relayKill := time.Now()
 	relay.Kill()
-	serve(b, bin, "relay-2", freeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
+	serve(b, bin, "relay-2", heraldtest.FreeAddr(b), simEnv, append([]string{"--roles", "relay"}, args...)...)
 	var relayBack time.Time
-	waitFor(b, 2*time.Minute, "a row committed after the relay's kill in Kafka", func() bool {
+	heraldtest.WaitFor(b, 2*time.Minute, "a row committed after the relay's kill in Kafka", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		relayBack = firstSeenAfter(due, seen, relayKill)
@@ -165,7 +167,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	mu.Unlock()
 	var lost int
 	drainErr := poll(90*time.Second, func() bool {
-		must(b, pool.QueryRow(ctx, `SELECT $2::int - count(*) FROM delivery WHERE id = ANY($1::uuid[])
+		heraldtest.Must(b, pool.QueryRow(ctx, `SELECT $2::int - count(*) FROM delivery WHERE id = ANY($1::uuid[])
 			AND status IN ('SENT', 'FAILED', 'EXPIRED')`, ids, len(ids)).Scan(&lost))
 		return lost == 0
 	})
@@ -254,7 +256,7 @@ func BenchmarkScenarioRecovery(b *testing.B) {
 	for _, n := range r.Notes {
 		b.Log(n)
 	}
-	must(b, r.Write())
+	heraldtest.Must(b, r.Write())
 }
 
 // cpuTime is the user and system CPU time this process has used.

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // row is one delivery the generator wrote.
@@ -68,7 +69,7 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 			mu.Unlock()
 			return nil
 		})
-	must(b, err)
+	heraldtest.Must(b, err)
 	rows = slices.DeleteFunc(rows, func(r row) bool { return r.id == "" }) // skipped by the generator
 
 	out := latency{rate: rate, fromDue: result.NewLatency(), commit: result.NewLatency(), ack: result.NewLatency(), load: st}
@@ -118,7 +119,7 @@ func (s *system) insert(ctx context.Context, p herald.Priority) (string, error) 
 // walLSN is the cluster's current WAL position, in bytes.
 func (s *system) walLSN(b *testing.B) int64 {
 	var lsn int64
-	must(b, s.pool.QueryRow(context.Background(), `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn))
+	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn))
 	return lsn
 }
 
@@ -142,7 +143,7 @@ func (s *system) waitVisible(rows []row, deadline time.Time) bool {
 // starts without a backlog. Run with the relay stopped.
 func (s *system) cancelPending(b *testing.B) int {
 	tag, err := s.pool.Exec(context.Background(), `UPDATE delivery SET status = 'CANCELLED' WHERE status = 'PENDING'`)
-	must(b, err)
+	heraldtest.Must(b, err)
 	return int(tag.RowsAffected())
 }
 

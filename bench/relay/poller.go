@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // PollerConfig shapes the seed's polling relay. Zero fields take the seed's values.
@@ -60,17 +61,10 @@ func NewPoller(cfg PollerConfig, pool *pgxpool.Pool, kafka *kgo.Client, log *zap
 // Run polls until ctx ends. A failed poll is logged and retried after the delay, as the
 // scheduler of the seed would.
 func (p *Poller) Run(ctx context.Context) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	for wait := time.Duration(0); sleep.For(ctx, wait) == nil; wait = p.cfg.Delay {
 		if _, err := p.poll(ctx); err != nil && ctx.Err() == nil {
 			p.log.Warn("poll failed", zap.Error(err))
 		}
-		t.Reset(p.cfg.Delay)
 	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // pollerEnv is a Poller's test slice of the stack: a database and one topic per priority.
@@ -133,7 +134,7 @@ func TestPollerRunPublishesRowsCommittedWhileItRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.poller.Run(ctx) }()
 	ids := []string{e.insert(herald.PriorityHigh, 0), e.insert(herald.PriorityLow, 0)}
-	waitFor(t, 30*time.Second, "rows QUEUED", func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "rows QUEUED", func() bool {
 		return e.status(ids[0]) == herald.StatusQueued && e.status(ids[1]) == herald.StatusQueued
 	})
 	cancel()

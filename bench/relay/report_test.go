@@ -76,7 +76,8 @@ func (s *system) reportDrain(b *testing.B, res *result.Result, d drain) {
 }
 
 // compare records how many times lower herald's p50 and p99 are than the polling relay's
-// and River's at each rate (DESIGN.md §10: at least 20× lower than polling).
+// and River's at each rate (docs/benchmarks.md, "Targets": below River's, and at least 20×
+// below polling).
 func compare(b *testing.B, res *result.Result) {
 	for _, peer := range []string{groupPolling, groupRiver} {
 		for _, rate := range rates {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -48,7 +49,7 @@ func runRiver(b *testing.B, bin string, res *result.Result) {
 		b.Fatalf("bench/river: %v", err)
 	}
 	river, err := result.Read(filepath.Join(dir, "river.json"))
-	must(b, err)
+	heraldtest.Must(b, err)
 	res.Figures = append(res.Figures, river.Figures...)
 	for _, c := range river.Charts {
 		for _, s := range c.Series {

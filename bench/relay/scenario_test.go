@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // The relay scenario's load. Durations and the backlog scale with BENCH_SCALE; the rates do
@@ -76,7 +77,7 @@ func BenchmarkScenarioRelay(b *testing.B) {
 	runRiver(b, river, res)
 	compare(b, res)
 	charts(res)
-	must(b, res.Write())
+	heraldtest.Must(b, res.Write())
 }
 
 // warmUp publishes a few rows before the measured phases: connections, topic metadata and
@@ -85,7 +86,7 @@ func (s *system) warmUp(b *testing.B) {
 	var ids []row
 	for i := range 10 {
 		id, err := s.insert(b.Context(), herald.Priorities[i%3])
-		must(b, err)
+		heraldtest.Must(b, err)
 		ids = append(ids, row{id: id})
 	}
 	if !s.waitVisible(ids, time.Now().Add(time.Minute)) {

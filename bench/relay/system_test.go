@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -56,10 +57,10 @@ func newSystem(tb testing.TB, name string) *system {
 func newPool(tb testing.TB, url string, conns int32) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgpool.ParseConfig(url)
-	must(tb, err)
+	heraldtest.Must(tb, err)
 	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	must(tb, err)
+	heraldtest.Must(tb, err)
 	tb.Cleanup(pool.Close)
 	return pool
 }
@@ -73,9 +74,9 @@ func heraldSystem(tb testing.TB) *system {
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
-		must(tb, err)
+		heraldtest.Must(tb, err)
 		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics}, relayPool, kcl, zap.NewNop())
-		must(tb, err)
+		heraldtest.Must(tb, err)
 		return run(tb, r.Run, kcl, func() bool { return streaming(tb, s.pool, slot) })
 	}
 	return s
@@ -85,13 +86,13 @@ func heraldSystem(tb testing.TB) *system {
 func pollingSystem(tb testing.TB) *system {
 	tb.Helper()
 	s := newSystem(tb, "polling relay")
-	must(tb, InstallSeedIndex(context.Background(), s.pool))
+	heraldtest.Must(tb, InstallSeedIndex(context.Background(), s.pool))
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 2)
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
-		must(tb, err)
+		heraldtest.Must(tb, err)
 		p, err := NewPoller(PollerConfig{Topics: s.topics}, relayPool, kcl, zap.NewNop())
-		must(tb, err)
+		heraldtest.Must(tb, err)
 		return run(tb, p.Run, kcl, func() bool { return true })
 	}
 	return s
@@ -114,7 +115,7 @@ func run(tb testing.TB, relay func(context.Context) error, kcl *kgo.Client, read
 		})
 	}
 	tb.Cleanup(stop)
-	waitFor(tb, time.Minute, "relay ready", ready)
+	heraldtest.WaitFor(tb, time.Minute, "relay ready", ready)
 	return stop
 }
 
@@ -126,24 +127,6 @@ func streaming(tb testing.TB, pool *pgxpool.Pool, slot string) bool {
 	err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 		JOIN pg_replication_slots s ON s.active_pid = r.pid
 		WHERE s.slot_name = $1 AND r.state IN ('catchup', 'streaming'))`, slot).Scan(&ok)
-	must(tb, err)
+	heraldtest.Must(tb, err)
 	return ok
-}
-
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: no %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func must(tb testing.TB, err error) {
-	tb.Helper()
-	if err != nil {
-		tb.Fatal(err)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // watcher is the consumer that decides when a row is visible: it reads a system's topics
@@ -31,7 +32,7 @@ type watcher struct {
 func watch(tb testing.TB, brokers []string, topics map[herald.Priority]string) *watcher {
 	tb.Helper()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	must(tb, err)
+	heraldtest.Must(tb, err)
 	defer admCl.Close()
 	names := make([]string, 0, len(topics))
 	for _, t := range topics {
@@ -47,7 +48,7 @@ func watch(tb testing.TB, brokers []string, topics map[herald.Priority]string) *
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(from),
 		kgo.FetchMaxWait(100*time.Millisecond))
-	must(tb, err)
+	heraldtest.Must(tb, err)
 	w := &watcher{cl: cl, seen: map[string]time.Time{}}
 	runCtx, stop := context.WithCancel(context.Background())
 	w.wg.Go(func() { w.run(runCtx) })
@@ -116,7 +117,7 @@ func endOffsets(tb testing.TB, cl *kgo.Client, topics []string) kadm.ListedOffse
 	tb.Helper()
 	var ends kadm.ListedOffsets
 	var err error
-	waitFor(tb, 30*time.Second, "end offsets of the topics", func() bool {
+	heraldtest.WaitFor(tb, 30*time.Second, "end offsets of the topics", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, topics...)

@@ -34,7 +34,7 @@ type Figure struct {
 	Value  float64 `json:"value"`
 	Unit   string  `json:"unit"`             // "ms", "rows/s", "MB", "count"
 	Better string  `json:"better,omitempty"` // "lower" or "higher": which way is an improvement
-	Target string  `json:"target,omitempty"` // DESIGN.md §10's target, as text: "≤ 10", "≥ 5000"
+	Target string  `json:"target,omitempty"` // the target of docs/benchmarks.md "Targets", as text: "≤ 10", "≥ 5000"
 }
 
 // Chart is one PNG the report shows.

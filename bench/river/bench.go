@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/bench/relay/openloop"
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // The chart files of bench/relay's scenario, which River's series join.
@@ -118,10 +119,8 @@ func (b *bench) wait(ctx context.Context, jobs []job, timeout time.Duration) err
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d jobs not worked after %v", len(jobs)-i, len(jobs), timeout)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		if err := sleep.For(ctx, 20*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil

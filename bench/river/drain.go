@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/heraldhq/herald/bench/result"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // drainLimit bounds the drain; River drains 100,000 jobs in seconds here.
@@ -65,10 +66,8 @@ func (b *bench) drain(ctx context.Context) error {
 			elapsed = now.Sub(start)
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(drainSample):
+		if err := sleep.For(ctx, drainSample); err != nil {
+			return err
 		}
 	}
 	rate := float64(worked) / elapsed.Seconds()

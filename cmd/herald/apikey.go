@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 )
 
 const apikeyUsage = `usage:
@@ -24,10 +24,10 @@ scopes: ` + "notifications:send notifications:read users:read users:write templa
 // runAPIKey manages API clients: their keys, scopes and webhook signing secrets. Keys and
 // secrets are printed once, by create and rotate-webhook-secret; list never shows them.
 func runAPIKey(ctx context.Context, args []string) error {
-	return apikey(ctx, args, os.Stdout)
+	return apikeyCommand(ctx, args, os.Stdout)
 }
 
-func apikey(ctx context.Context, args []string, out io.Writer) error {
+func apikeyCommand(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(apikeyUsage)
 	}
@@ -41,12 +41,12 @@ func apikey(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd {
 	case "create":
 		f.String(&name, "name", "", "name of the API client")
-		f.String(&scopes, "scopes", "notifications:send,notifications:read", "comma-separated scopes of the key (operator: every scope)")
+		f.String(&scopes, "scopes", apikey.JoinScopes(apikey.DefaultScopes()), "comma-separated scopes of the key (operator: every scope)")
 	case "list":
 	case "revoke":
 		f.String(&id, "id", "", "id of the API client to revoke (or give it as the argument)")
 	case "rotate-webhook-secret":
-		f.Duration(&window, "previous-valid-for", ingest.DefaultRotationWindow, "how long webhooks stay signed with the previous secret too")
+		f.Duration(&window, "previous-valid-for", apikey.DefaultRotationWindow, "how long webhooks stay signed with the previous secret too")
 		f.Bool(&expirePrevious, "expire-previous", false, "end the current rotation window now instead: sign with the current secret only")
 	default:
 		return errors.New(apikeyUsage)
@@ -61,13 +61,13 @@ func apikey(ctx context.Context, args []string, out io.Writer) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("apikey %s: unexpected argument %q", cmd, pos[0])
 	}
-	var parsed []ingest.Scope
+	var parsed []apikey.Scope
 	switch cmd {
 	case "create":
 		if name == "" {
 			return errors.New("apikey create: --name is required")
 		}
-		if parsed, err = ingest.ParseScopes(scopes); err != nil {
+		if parsed, err = apikey.ParseScopes(scopes); err != nil {
 			return fmt.Errorf("apikey create --scopes: %w", err)
 		}
 	case "revoke", "rotate-webhook-secret":
@@ -83,7 +83,7 @@ func apikey(ctx context.Context, args []string, out io.Writer) error {
 
 	switch cmd {
 	case "create":
-		nc, err := ingest.CreateAPIClient(ctx, pool, name, parsed)
+		nc, err := apikey.CreateAPIClient(ctx, pool, name, parsed)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func apikey(ctx context.Context, args []string, out io.Writer) error {
 			"(the key and the webhook secret are shown once; herald stores the key's hash only)\n",
 			nc.ID, nc.Key, scopeList(nc.Scopes), nc.WebhookSecret)
 	case "list":
-		clients, err := ingest.ListAPIClients(ctx, pool)
+		clients, err := apikey.ListAPIClients(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -107,19 +107,19 @@ func apikey(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		if err := ingest.RevokeAPIClient(ctx, pool, id); err != nil {
+		if err := apikey.RevokeAPIClient(ctx, pool, id); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "revoked API client %s\n", id)
 	case "rotate-webhook-secret":
 		if expirePrevious {
-			if err := ingest.ExpirePreviousWebhookSecret(ctx, pool, id); err != nil {
+			if err := apikey.ExpirePreviousWebhookSecret(ctx, pool, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "API client %s: webhooks are signed with the current secret only\n", id)
 			return nil
 		}
-		secret, err := ingest.RotateWebhookSecret(ctx, pool, id, window)
+		secret, err := apikey.RotateWebhookSecret(ctx, pool, id, window)
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func parseInterleaved(f *envFlags, args []string) ([]string, error) {
 	}
 }
 
-func scopeList(scopes []ingest.Scope) string {
+func scopeList(scopes []apikey.Scope) string {
 	if len(scopes) == 0 {
 		return "-"
 	}

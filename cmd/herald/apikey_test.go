@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -123,7 +124,7 @@ func TestAPIKeyCLI(t *testing.T) {
 func TestScopedKeyOverHTTP(t *testing.T) {
 	s := newStack(t)
 	sm := startSim(t)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	s.serve(t, "serve", addr, sm)
 	out, err := runHerald(t, "apikey", "create", "--name", "reader", "--scopes", "users:read", "--database-url", s.dsn)
 	require.NoError(t, err, out)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 const promoTemplate = `{"category": "marketing", "channels": ["EMAIL", "SMS"], "content": {
@@ -59,7 +61,7 @@ FROM generate_series(1, $1::int) AS g`, n)
 func TestCampaignExpanderKilled(t *testing.T) {
 	st := newStack(t)
 	key := st.apiKey(t)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	noSim := &simulator{}
 	first := st.serve(t, "ingest-1", addr, noSim, "--roles", "ingest")
 	pool, err := pgxpool.New(context.Background(), st.dsn)
@@ -71,7 +73,7 @@ func TestCampaignExpanderKilled(t *testing.T) {
 
 	id := createCampaign(t, addr, key, `{"name": "sale", "template": "promo", "channels": ["SMS", "EMAIL"],
 		"payload": {"discount": 20}, "audience": {"segment": {"tags": ["promo"]}}}`)
-	waitFor(t, 60*time.Second, "the expansion to be under way", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the expansion to be under way", func() bool {
 		return getCampaign(t, addr, key, id).Expanded >= 3000
 	})
 	first.kill()
@@ -82,7 +84,7 @@ func TestCampaignExpanderKilled(t *testing.T) {
 	t.Logf("killed with %d of %d users expanded", expanded, users)
 
 	st.serve(t, "ingest-2", addr, noSim, "--roles", "ingest")
-	waitFor(t, 3*time.Minute, "the campaign to be expanded", func() bool {
+	heraldtest.WaitFor(t, 3*time.Minute, "the campaign to be expanded", func() bool {
 		return getCampaign(t, addr, key, id).Status == "ACTIVE"
 	})
 	c := getCampaign(t, addr, key, id)
@@ -112,7 +114,7 @@ func TestCampaignCancelDuringDrain(t *testing.T) {
 	directory(t, e.pool, users)
 	id := createCampaign(t, e.addr, e.key, `{"name": "sale", "template": "promo", "channels": ["SMS"],
 		"payload": {"discount": 20}, "audience": {"segment": {"tags": ["promo"]}}}`)
-	waitFor(t, 60*time.Second, "the drain to be under way", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the drain to be under way", func() bool {
 		return getCampaign(t, e.addr, e.key, id).Deliveries["SENT"] >= 100
 	})
 	doJSON(t, http.MethodPost, "http://"+e.addr+"/api/campaigns/"+id+"/cancel", e.key, "", nil, http.StatusOK)
@@ -132,7 +134,7 @@ WHERE n.campaign_id = $1 AND d.status IN ('SENDING', 'SENT', 'FAILED', 'EXPIRED'
 
 	// The calls in flight finish and are recorded; nothing is left to send.
 	var c campaignState
-	waitFor(t, 60*time.Second, "the calls in flight to finish", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the calls in flight to finish", func() bool {
 		c = getCampaign(t, e.addr, e.key, id)
 		return c.Deliveries["SENDING"] == 0 && c.Deliveries["PENDING"] == 0 && c.Deliveries["QUEUED"] == 0
 	})
@@ -140,7 +142,7 @@ WHERE n.campaign_id = $1 AND d.status IN ('SENDING', 'SENT', 'FAILED', 'EXPIRED'
 	require.Positive(t, c.Deliveries["CANCELLED"], "the cancel came before the end of the drain")
 	require.Equal(t, users, c.Deliveries["SENT"]+c.Deliveries["FAILED"]+c.Deliveries["CANCELLED"])
 	var calls int
-	waitFor(t, 30*time.Second, "every SENT delivery's call to be in the simulator's records", func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "every SENT delivery's call to be in the simulator's records", func() bool {
 		calls = 0
 		for _, r := range e.sim.records(t) {
 			if r.Outcome.Delivered() {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/client"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // TestGeneratedClient sends an OTP with the client generated from docs/openapi.yaml through
@@ -41,7 +42,7 @@ func TestGeneratedClient(t *testing.T) {
 	require.Equal(t, client.DeliveryStatusPENDING, res.JSON202.Deliveries[0].Status)
 
 	var got *client.Notification
-	waitFor(t, 60*time.Second, "the OTP to be SENT", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the OTP to be SENT", func() bool {
 		r, err := c.GetNotificationWithResponse(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, r.StatusCode(), "%s", r.Body)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -67,7 +68,7 @@ func newE2E(t *testing.T, users int, simArgs ...string) *e2e {
 // newE2EWith is newE2E with extra flags for herald serve.
 func newE2EWith(t *testing.T, users int, serveArgs []string, simArgs ...string) *e2e {
 	t.Helper()
-	e := &e2e{st: newStack(t), addr: freeAddr(t), serveArgs: serveArgs}
+	e := &e2e{st: newStack(t), addr: heraldtest.FreeAddr(t), serveArgs: serveArgs}
 	// The simulator checks every webhook's signature with the secret of the test's client.
 	var secret string
 	e.key, secret = e.st.apiClient(t)
@@ -167,25 +168,11 @@ func (e *e2e) counts(t *testing.T) map[string]int {
 
 func final(c map[string]int) int { return c["SENT"] + c["FAILED"] + c["EXPIRED"] }
 
-// waitFor polls cond every 25 ms until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
-}
-
 // waitAllFinal waits until every delivery is SENT, FAILED or EXPIRED.
 func (e *e2e) waitAllFinal(t *testing.T, total int, d time.Duration) map[string]int {
 	t.Helper()
 	var c map[string]int
-	waitFor(t, d, fmt.Sprintf("%d deliveries to end", total), func() bool {
+	heraldtest.WaitFor(t, d, fmt.Sprintf("%d deliveries to end", total), func() bool {
 		c = e.counts(t)
 		return final(c) == total
 	})
@@ -237,7 +224,7 @@ func TestEndToEndEverySenderThroughAnOutage(t *testing.T) {
 	}
 	before := e.sim.stats(t)
 	outage := e.post(t, "outage", perPhase, users, all...)
-	waitFor(t, 60*time.Second, "two refusals of every delivery at every provider", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "two refusals of every delivery at every provider", func() bool {
 		now := e.sim.stats(t)
 		for _, p := range served {
 			if now[p].Outcomes[sim.Unavailable]-before[p].Outcomes[sim.Unavailable] < 2*perPhase {
@@ -328,7 +315,7 @@ func TestEndToEndKilledServe(t *testing.T) {
 	first := e.first
 
 	ds := e.post(t, "kill", n, users, "SMS", "WEBHOOK")
-	waitFor(t, 60*time.Second, "some deliveries sent before the kill", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "some deliveries sent before the kill", func() bool {
 		return e.counts(t)["SENT"] >= len(ds)/5
 	})
 	first.kill()

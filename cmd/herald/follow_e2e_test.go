@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -36,7 +37,7 @@ func TestEndToEndFollowOneNotification(t *testing.T) {
 		Deliveries []delivery
 	}
 	require.NoError(t, json.Unmarshal(body, &accepted))
-	waitFor(t, 60*time.Second, "two refusals at twilio", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "two refusals at twilio", func() bool {
 		return e.sim.stats(t)[sim.Twilio].Outcomes[sim.Unavailable]-before >= 2
 	})
 	e.sim.setFaults(t, sim.Twilio, `{}`)

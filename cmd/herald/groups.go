@@ -29,7 +29,7 @@ func (g *groupFlags) register(f *envFlags) {
 		f.String(g.groups[p], "dispatch-group-"+lp, herald.DefaultConsumerGroup(p), "Kafka consumer group of the "+string(p)+" dispatch lane")
 	}
 	f.Duration(&g.sessionTimeout, "kafka-session-timeout", 45*time.Second, "how long Kafka waits for a silent dispatch process before reassigning its partitions")
-	f.String(&g.redisPrefix, "redis-prefix", "herald:", "prefix of every Redis key dispatch writes")
+	f.String(&g.redisPrefix, "redis-prefix", herald.DefaultRedisPrefix, "prefix of every Redis key dispatch writes")
 }
 
 // applyDispatch sets the lanes' groups, the session timeout and the Redis prefix.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
@@ -103,16 +103,6 @@ func (p *proc) dump() {
 	p.t.Logf("--- herald %s log (last %d lines) ---\n%s", p.name, len(lines), strings.Join(lines, "\n"))
 }
 
-// freeAddr returns a loopback address with a port nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // simulator is a running `herald sim` and the environment that points serve at it.
 type simulator struct {
 	*proc
@@ -128,7 +118,7 @@ func startSim(t *testing.T, extra ...string) *simulator {
 	p := start(t, "sim", nil, args...)
 	envPath := filepath.Join(dir, simEnvFile)
 	var env map[string]string
-	waitFor(t, 30*time.Second, "herald sim to write "+simEnvFile, func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "herald sim to write "+simEnvFile, func() bool {
 		if p.exited() {
 			t.Fatal("herald sim exited")
 		}
@@ -232,7 +222,7 @@ func (s *stack) serve(t *testing.T, name, addr string, sm *simulator, extra ...s
 	t.Helper()
 	args := append(append([]string{"serve", "--http-addr", addr}, s.args...), extra...)
 	p := start(t, name, sm.env, args...)
-	waitFor(t, 60*time.Second, "herald serve to be ready", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "herald serve to be ready", func() bool {
 		if p.exited() {
 			t.Fatalf("herald %s exited", name)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -192,12 +193,12 @@ func TestContainerImage(t *testing.T) {
 			env[k] = v
 		}
 	}
-	addr, admin := freeAddr(t), freeAddr(t)
+	addr, admin := heraldtest.FreeAddr(t), heraldtest.FreeAddr(t)
 	name := strings.ReplaceAll(stacktest.Name("herald-image"), "_", "-")
 	args := append(append([]string{"serve", "--http-addr", addr}, st.args...), fastRecovery...)
 	args = append(args, "--admin-addr", admin)
 	p := startContainer(t, name, image, env, args...)
-	waitFor(t, 90*time.Second, "herald serve in the container to be ready", func() bool {
+	heraldtest.WaitFor(t, 90*time.Second, "herald serve in the container to be ready", func() bool {
 		if p.exited() {
 			t.Fatal("the herald serve container exited")
 		}
@@ -229,7 +230,7 @@ func TestContainerImage(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &ans))
 	require.Len(t, ans.Deliveries, 1)
 	deliveryID := ans.Deliveries[0].ID
-	waitFor(t, 60*time.Second, "the OTP to be SENT", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the OTP to be SENT", func() bool {
 		var got struct {
 			Deliveries []struct {
 				ID     string `json:"id"`

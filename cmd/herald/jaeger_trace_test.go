@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // The environment variables `deploy/local/stack.sh env` prints for Jaeger: its OTLP/HTTP
@@ -120,7 +122,7 @@ func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
 	sm := startSim(t, "--sim-webhook-secret", secret)
 	withEnv := &simulator{proc: sm.proc, url: sm.url, env: maps.Clone(sm.env)}
 	maps.Copy(withEnv.env, env)
-	addr, admin := freeAddr(t), freeAddr(t)
+	addr, admin := heraldtest.FreeAddr(t), heraldtest.FreeAddr(t)
 	st.serve(t, "serve", addr, withEnv, append([]string{"--admin-addr", admin}, fastRecovery...)...)
 	pool, err := pgxpool.New(context.Background(), st.dsn)
 	require.NoError(t, err)
@@ -129,7 +131,7 @@ func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
 	// Kafka through the sweeper, without the commit LSN the trace test looks for.
 	slot := st.args[slices.Index(st.args, "--relay-slot")+1]
 	// The slot exists once its creation (which waits for running transactions) is complete.
-	waitFor(t, 90*time.Second, "the relay to stream from slot "+slot, func() bool {
+	heraldtest.WaitFor(t, 90*time.Second, "the relay to stream from slot "+slot, func() bool {
 		var active bool
 		err := pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots
 			WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL`, slot).Scan(&active)
@@ -156,7 +158,7 @@ func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
 			t.Logf("delivery %s: status %s", o.deliveryID, state)
 		}
 	}()
-	waitFor(t, 30*time.Second, "the delivery to be SENT", func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "the delivery to be SENT", func() bool {
 		err := pool.QueryRow(context.Background(), `SELECT status, traceparent FROM delivery WHERE id = $1`, o.deliveryID).Scan(&state, &tp)
 		require.NoError(t, err)
 		return state == "SENT"
@@ -169,7 +171,7 @@ func sendOneOTP(t *testing.T, env map[string]string) oneOTP {
 // TestJaegerOneTraceFromAPIToProvider sends one HIGH OTP by SMS through the real pipeline
 // with traces exported over OTLP to the stack's Jaeger, and reads the notification's trace
 // back from Jaeger's query API: one trace, from the API request to the provider's HTTP call,
-// with the parent links of DESIGN.md §14.
+// with the parent links docs/operations.md ("What herald promises an operator") lists.
 func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 	otlp, query := jaeger(t)
 	o := sendOneOTP(t, map[string]string{
@@ -187,7 +189,7 @@ func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 		spans map[string][]jaegerSpan
 		err   error
 	)
-	waitFor(t, 30*time.Second, "Jaeger to hold every span of trace "+traceID, func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "Jaeger to hold every span of trace "+traceID, func() bool {
 		spans, err = jaegerTrace(context.Background(), query, traceID)
 		require.NoError(t, err)
 		for _, name := range want {

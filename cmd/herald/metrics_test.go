@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // scrape reads serve's /metrics in the Prometheus text format.
@@ -111,7 +113,7 @@ func TestMetricsOfOneDelivery(t *testing.T) {
 		}
 	}()
 	// Gauges are measured periodically (slot lag, consumer lag): wait for them.
-	waitFor(t, 30*time.Second, "every metric of the alert rules", func() bool {
+	heraldtest.WaitFor(t, 30*time.Second, "every metric of the alert rules", func() bool {
 		fams, failed = scrape(t, o.admin), nil
 		for _, c := range checks {
 			if v, ok := series(fams, c.family, c.labels); !ok || !c.ok(v) {

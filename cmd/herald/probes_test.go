@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // A process without the ingest role serves the probes as an ingest process does (readiness
@@ -14,7 +16,7 @@ func TestProbesWithoutIngestRole(t *testing.T) {
 	t.Parallel()
 	st := newStack(t)
 	sm := startSim(t)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	key := st.apiKey(t)
 	st.serve(t, "relay-dispatch", addr, sm, "--roles", "relay,dispatch")
 
@@ -33,7 +35,7 @@ func TestAdminListener(t *testing.T) {
 	t.Parallel()
 	st := newStack(t)
 	sm := startSim(t)
-	addr, admin := freeAddr(t), freeAddr(t)
+	addr, admin := heraldtest.FreeAddr(t), heraldtest.FreeAddr(t)
 	st.serve(t, "serve", addr, sm, "--admin-addr", admin)
 
 	require.Equal(t, http.StatusNotFound, doJSON(t, http.MethodGet, "http://"+addr+"/metrics", "", "", nil))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -51,7 +52,7 @@ func postRedrive(t *testing.T, addr, key, idem, body string) redriveState {
 func TestRedriveKilled(t *testing.T) {
 	st := newStack(t)
 	key := st.apiKey(t)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	noSim := &simulator{}
 	first := st.serve(t, "ingest-1", addr, noSim, "--roles", "ingest", "--redrive-rate", "2000")
 	pool, err := pgxpool.New(context.Background(), st.dsn)
@@ -61,7 +62,7 @@ func TestRedriveKilled(t *testing.T) {
 	deliverytest.Backlog(t, pool, n, deliverytest.Spec{Status: herald.StatusFailed, Attempts: 2})
 
 	id := postRedrive(t, addr, key, "redrive-1", `{"filter": {"status": ["FAILED"]}}`).ID
-	waitFor(t, 60*time.Second, "the re-drive to be under way", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the re-drive to be under way", func() bool {
 		return getRedrive(t, addr, key, id).Redriven >= 3000
 	})
 	first.kill()
@@ -73,7 +74,7 @@ func TestRedriveKilled(t *testing.T) {
 
 	st.serve(t, "ingest-2", addr, noSim, "--roles", "ingest", "--redrive-rate", "-1")
 	var r redriveState
-	waitFor(t, 3*time.Minute, "the re-drive to end", func() bool {
+	heraldtest.WaitFor(t, 3*time.Minute, "the re-drive to end", func() bool {
 		r = getRedrive(t, addr, key, id)
 		return r.Status == "DONE"
 	})
@@ -99,7 +100,7 @@ SELECT count(*) FILTER (WHERE status = 'PENDING' AND redrive_id = $1 AND attempt
 func TestRedriveReachesSent(t *testing.T) {
 	st := newStack(t)
 	key, secret := st.apiClient(t)
-	e := &e2e{st: st, sim: startSim(t, "--sim-webhook-secret", secret), addr: freeAddr(t), key: key}
+	e := &e2e{st: st, sim: startSim(t, "--sim-webhook-secret", secret), addr: heraldtest.FreeAddr(t), key: key}
 	pool, err := pgxpool.New(context.Background(), st.dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -150,7 +151,7 @@ func TestRedriveReachesSent(t *testing.T) {
 	r := getRedrive(t, e.addr, key, id)
 	require.Equal(t, redriveState{ID: id, Status: "DONE", Matched: 2 * n, Redriven: n, Skipped: map[string]int64{"permanent": n}}, r)
 
-	waitFor(t, time.Minute, "the re-driven SMS to be sent", func() bool {
+	heraldtest.WaitFor(t, time.Minute, "the re-driven SMS to be sent", func() bool {
 		var sent int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE id = ANY($1::uuid[]) AND status = 'SENT'`, sms).Scan(&sent))
 		return sent == n
@@ -196,7 +197,7 @@ func TestRedriveReachesSent(t *testing.T) {
 	require.Contains(t, string(trace), "re-driven")
 
 	redriveCLI("", "--status", "FAILED", "--include-permanent", "--yes")
-	waitFor(t, time.Minute, "the re-driven e-mails to be sent", func() bool {
+	heraldtest.WaitFor(t, time.Minute, "the re-driven e-mails to be sent", func() bool {
 		var sent int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE id = ANY($1::uuid[]) AND status = 'SENT' AND attempts = 2`, email).Scan(&sent))
 		return sent == n

@@ -19,7 +19,9 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sim"
 )
@@ -72,7 +74,7 @@ func newScaleOut(t *testing.T) *scaleOut {
 	s := &scaleOut{e2e: e, topic: flagValue(t, e.st.args, "--topic-normal"), group: flagValue(t, e.st.args, "--dispatch-group-normal")}
 	s.partitions, err = strconv.Atoi(flagValue(t, e.st.args, "--partitions-normal"))
 	require.NoError(t, err)
-	c, err := ingest.CreateAPIClient(ctx, pool, "scale", ingest.AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "scale", apikey.AllScopes())
 	require.NoError(t, err)
 	s.clientID = c.ID
 	_, err = ingest.SeedTemplates(ctx, pool, fstest.MapFS{"scale.json": {Data: []byte(scaleTemplate)}})
@@ -82,9 +84,9 @@ func newScaleOut(t *testing.T) *scaleOut {
 	t.Cleanup(cl.Close)
 	s.adm = kadm.NewClient(cl)
 
-	e.first = e.st.serve(t, "relay", freeAddr(t), e.sim, append([]string{"--roles", "relay"}, fastRecovery...)...)
+	e.first = e.st.serve(t, "relay", heraldtest.FreeAddr(t), e.sim, append([]string{"--roles", "relay"}, fastRecovery...)...)
 	slot := flagValue(t, e.st.args, "--relay-slot")
-	waitFor(t, 60*time.Second, "the relay to stream from its slot", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "the relay to stream from its slot", func() bool {
 		var streaming bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1 AND r.state = 'streaming')`,
@@ -92,7 +94,7 @@ func newScaleOut(t *testing.T) *scaleOut {
 		return streaming
 	})
 	for i := 1; i <= scaleDispatchers; i++ {
-		addr, admin := freeAddr(t), freeAddr(t)
+		addr, admin := heraldtest.FreeAddr(t), heraldtest.FreeAddr(t)
 		args := append([]string{"--roles", "dispatch", "--dispatch-concurrency-normal", strconv.Itoa(scaleConcurrency),
 			"--admin-addr", admin}, fastRecovery...)
 		s.dispatchers = append(s.dispatchers, &dispatcher{proc: e.st.serve(t, fmt.Sprintf("dispatch-%d", i), addr, e.sim, args...), admin: admin})
@@ -113,7 +115,7 @@ func flagValue(t *testing.T, args []string, name string) string {
 // partition of the topic assigned and each member holding at least one.
 func (s *scaleOut) waitGroup(t *testing.T, members int) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d dispatch processes sharing the %d NORMAL partitions", members, s.partitions), func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d dispatch processes sharing the %d NORMAL partitions", members, s.partitions), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		groups, err := s.adm.DescribeGroups(ctx, s.group)
@@ -243,7 +245,7 @@ func TestScaleOutDispatcherKilled(t *testing.T) {
 	start := time.Now()
 	ids := s.insertDeliveries(t, scaleDeliveries)
 	victim := s.dispatchers[0]
-	waitFor(t, 120*time.Second, "some thousands of deliveries sent, some by the process to kill", func() bool {
+	heraldtest.WaitFor(t, 120*time.Second, "some thousands of deliveries sent, some by the process to kill", func() bool {
 		return s.counts(t)["SENT"] >= 4000 && victim.sent(t) > 0
 	})
 	victim.kill()

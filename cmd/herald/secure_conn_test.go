@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald/deploy/local/privatestack"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -149,7 +150,7 @@ func TestSecureKafka(t *testing.T) {
 // testSecureServe runs `herald serve` (ingest, relay, dispatch) against k and r, with the
 // passwords in their variables, and sends SMS through it. The log names the mechanism and never a password.
 func testSecureServe(t *testing.T, k, r *privatestack.Instance) {
-	e := &e2e{st: newStack(t), sim: startSim(t), addr: freeAddr(t)}
+	e := &e2e{st: newStack(t), sim: startSim(t), addr: heraldtest.FreeAddr(t)}
 	e.st.args = append(e.st.args, kafkaFlags(k)...)
 	e.st.args = append(e.st.args, "--redis-addr", r.SecureAddr, "--redis-tls-ca-file", r.TLS.CAFile,
 		"--redis-tls-cert-file", r.TLS.ClientCertFile, "--redis-tls-key-file", r.TLS.ClientKeyFile,

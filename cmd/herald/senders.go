@@ -81,7 +81,7 @@ func (s *senderFlags) register(f *envFlags) {
 	f.secret(&s.Twilio.Password, "twilio-auth-token", "Twilio auth token, or the API key's secret")
 	f.String(&s.Twilio.From, "twilio-from", "", "sender number (E.164) or alphanumeric sender id")
 	f.String(&s.Twilio.MessagingServiceSID, "twilio-messaging-service-sid", "", "Twilio messaging service (MG...), instead of --twilio-from")
-	f.String(&s.Twilio.BaseURL, "twilio-base-url", "https://api.twilio.com", "Twilio API root")
+	f.String(&s.Twilio.BaseURL, "twilio-base-url", twilio.DefaultBaseURL, "Twilio API root")
 
 	f.String(&s.Vonage.APIKey, "vonage-api-key", "", "Vonage API key; enables SMS through the Vonage SMS API")
 	f.secret(&s.Vonage.APISecret, "vonage-api-secret", "Vonage API secret")
@@ -95,7 +95,7 @@ func (s *senderFlags) register(f *envFlags) {
 	f.String(&s.SMTP.From, "smtp-from", "", `envelope and header sender, e.g. "Herald <no-reply@example.com>"`)
 	f.String(&s.SMTP.TLSPolicy, "smtp-tls-policy", smtp.TLSMandatory, "STARTTLS: mandatory, opportunistic or none (local sinks only)")
 	f.String(&s.SMTP.MessageIDDomain, "smtp-message-id-domain", "herald", "right-hand side of Message-ID <delivery-id@domain>")
-	f.Int(&s.SMTP.MaxConns, "smtp-max-conns", 4, "open connections to the SMTP server, at most")
+	f.Int(&s.SMTP.MaxConns, "smtp-max-conns", smtp.DefaultMaxConns, "open connections to the SMTP server, at most")
 
 	f.secret(&s.SendGrid.APIKey, "sendgrid-api-key", "SendGrid API key with the mail.send permission; enables EMAIL through SendGrid")
 	f.String(&s.SendGrid.From, "sendgrid-from", "", `SendGrid sender, a verified sender identity, e.g. "Herald <no-reply@example.com>"`)
@@ -104,7 +104,7 @@ func (s *senderFlags) register(f *envFlags) {
 
 	f.String(&s.FCMFile, "fcm-credentials-file", "", "FCM service-account key file (JSON); enables FCM push")
 	f.String(&s.FCM.ProjectID, "fcm-project-id", "", "Firebase project (default: project_id of the key file)")
-	f.String(&s.FCM.BaseURL, "fcm-base-url", "https://fcm.googleapis.com", "FCM API root")
+	f.String(&s.FCM.BaseURL, "fcm-base-url", fcm.DefaultBaseURL, "FCM API root")
 	f.String(&s.FCM.TokenURL, "fcm-token-url", "", "OAuth2 token endpoint (default: token_uri of the key file)")
 
 	f.String(&s.APNsFile, "apns-key-file", "", "APNs auth key (.p8); enables APNs push")
@@ -112,7 +112,7 @@ func (s *senderFlags) register(f *envFlags) {
 	f.String(&s.APNs.TeamID, "apns-team-id", "", "Apple developer team id (10 characters)")
 	f.String(&s.APNs.Topic, "apns-topic", "", "the app's bundle id (apns-topic)")
 	f.String(&s.APNs.BaseURL, "apns-base-url", apns.Production, "APNs API root ("+apns.Sandbox+" for development builds)")
-	f.Int(&s.PushConns, "push-max-parallel", 8, "devices of one PUSH delivery sent to at once")
+	f.Int(&s.PushConns, "push-max-parallel", push.DefaultMaxParallel, "devices of one PUSH delivery sent to at once")
 }
 
 // build returns the routes of every channel with a configured provider (in log mode, one

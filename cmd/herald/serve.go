@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/redrive"
@@ -104,22 +106,28 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	c.Ingest.Channels, c.Expander.Channels = chans, chans
-	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
-	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
-	// worker call the provider while the first call is still running. Relay and dispatch may
-	// run in different processes, so every process checks the pair it is configured with.
+	// The rules between components (herald.Topology: the SENDING lease outlasts a worker's
+	// hold, distinct topics and groups, valid names). Relay and dispatch may run in different
+	// processes, so every process checks the topology it is configured with, whatever its roles.
 	dc, err := c.Dispatch.config(c.Topics, c.KafkaBrokers, c.ShutdownTimeout)
 	if err != nil {
 		return err
 	}
-	lease := c.Relay.cfg.SendingLease
-	if lease == 0 {
-		lease = cdc.DefaultSendingLease
-	}
-	if hold := dc.SendingHold(); lease <= hold {
-		return fmt.Errorf("--relay-sending-lease %v must exceed what a dispatch worker may hold a row SENDING, %v (rate wait + --send-timeout + margin)", lease, hold)
+	if err := c.topology(dc.SendingHold()).Validate(); err != nil {
+		return fmt.Errorf("%w (--topic-*, --dispatch-group-*, --relay-slot, --relay-publication, --redis-prefix, --relay-sending-lease, --send-timeout)", err)
 	}
 	return nil
+}
+
+// topology is what the relay and dispatch flags say the components share.
+func (c *serveConfig) topology(hold time.Duration) herald.Topology {
+	t := herald.Topology{Topics: map[herald.Priority]string{}, Groups: map[herald.Priority]string{},
+		Slot: c.Relay.cfg.Slot, Publication: c.Relay.cfg.Publication, RedisPrefix: c.Groups.redisPrefix,
+		SendingLease: c.Relay.cfg.SendingLease, SendingHold: hold}
+	for _, p := range herald.Priorities {
+		t.Topics[p], t.Groups[p] = *c.Topics.Names[p], *c.Groups.groups[p]
+	}
+	return t.WithDefaults()
 }
 
 func (c *serveConfig) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -393,7 +401,7 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	routes, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
+	routes, closeSenders, err := c.Senders.build(log, apikey.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/redrive"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -19,7 +20,7 @@ func TestServeBuildFailureLeavesNothingRunning(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	dsn := stacktest.PostgresURL(t)
 	err := runServe(context.Background(), []string{
-		"--database-url", dsn, "--roles", "dispatch", "--http-addr", freeAddr(t),
+		"--database-url", dsn, "--roles", "dispatch", "--http-addr", heraldtest.FreeAddr(t),
 		"--dispatch-concurrency-high", "-1", "--log-level", "error", // rejected by dispatch.New
 	})
 	require.ErrorContains(t, err, "concurrency")
@@ -42,6 +43,10 @@ func TestServeRejectsSendingLeaseShorterThanSendHold(t *testing.T) {
 	// With limits, a LOW delivery may wait 10 s for capacity before its 30 s call.
 	require.ErrorContains(t, parse("--relay-sending-lease", "40s", "--send-timeout", "30s", "--rate-limits", "sms:twilio=5"),
 		"--relay-sending-lease")
+	// The rest of the topology is checked in the same place (herald.Topology).
+	require.ErrorContains(t, parse("--topic-low", "notifications.high"), `topic "notifications.high" used by HIGH and LOW`)
+	require.ErrorContains(t, parse("--dispatch-group-normal", "herald-dispatch-high"), "used by HIGH and NORMAL")
+	require.ErrorContains(t, parse("--relay-slot", "Bad-Slot"), "slot name")
 }
 
 // The admission flags and their variables reach ingest.Config; 0 leaves the default that

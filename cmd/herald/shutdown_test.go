@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // TestShutdownEndsWithinTimeout holds a POST in flight (its read waits on a table lock that a
@@ -22,7 +24,7 @@ func TestShutdownEndsWithinTimeout(t *testing.T) {
 	const timeout = 3 * time.Second
 	st := newStack(t)
 	sm := startSim(t)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	key := st.apiKey(t)
 	p := st.serve(t, "serve", addr, sm, "--roles", "ingest", "--shutdown-timeout", timeout.String())
 
@@ -41,7 +43,7 @@ func TestShutdownEndsWithinTimeout(t *testing.T) {
 		_, _, _ = tryJSON(ctx, http.MethodPost, "http://"+addr+"/api/notifications", key, "stuck",
 			`{"userId": 1, "template": "otp", "channels": ["SMS"]}`)
 	}()
-	waitFor(t, 20*time.Second, "the POST to wait on the lock", func() bool {
+	heraldtest.WaitFor(t, 20*time.Second, "the POST to wait on the lock", func() bool {
 		var waiting int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&waiting)

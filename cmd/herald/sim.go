@@ -53,7 +53,7 @@ func (c *simConfig) register(f *envFlags) {
 	f.String(&c.faults, "sim-faults", "", "fault injection, e.g. fcm.unavailable=0.05,twilio.ratelimit=0.1,twilio.retryafter=2s (provider or all; ratelimit, unavailable, timeout, permanent, retryafter)")
 	f.String(&c.latency, "sim-latency", "", "response latency, e.g. all.median=20ms,all.p99=200ms,apns.min=5ms (provider or all; min, median, p99)")
 	f.secret(&c.cfg.WebhookSecret, "sim-webhook-secret", "whsec_ secret the webhook receiver checks the Standard Webhooks signature with, e.g. the one herald apikey create printed (default: none, no check)")
-	f.Int(&c.cfg.MaxRecords, "sim-max-records", 1_000_000, "records kept; the oldest tenth is dropped when full")
+	f.Int(&c.cfg.MaxRecords, "sim-max-records", sim.DefaultMaxRecords, "records kept; the oldest tenth is dropped when full")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.String(&c.logFormat, "log-format", "console", "log format: json or console")
 }

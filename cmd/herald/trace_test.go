@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	transition "github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/stacktest"
@@ -66,7 +66,7 @@ func TestTraceCLI(t *testing.T) {
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	defer pool.Close()
-	client, err := ingest.CreateAPIClient(ctx, pool, "shop", ingest.DefaultScopes())
+	client, err := apikey.CreateAPIClient(ctx, pool, "shop", apikey.DefaultScopes())
 	require.NoError(t, err)
 	nid, did := retriedNotification(t, pool, client.ID, "order-1234-shipped")
 

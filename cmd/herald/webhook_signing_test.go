@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -27,7 +28,7 @@ func TestWebhooksSignedPerClient(t *testing.T) {
 	keyA, secretA := create("a", "operator")
 	keyB, _ := create("b", "notifications:send,notifications:read")
 	sm := startSim(t, "--sim-webhook-secret", secretA)
-	addr := freeAddr(t)
+	addr := heraldtest.FreeAddr(t)
 	st.serve(t, "serve", addr, sm, fastRecovery...)
 	base := "http://" + addr
 	doJSON(t, http.MethodPut, base+"/api/templates/otp", keyA, otpTemplate, nil, http.StatusOK)
@@ -45,7 +46,7 @@ func TestWebhooksSignedPerClient(t *testing.T) {
 	}
 	fromA, fromB := send(keyA), send(keyB)
 	outcome := map[string]sim.Outcome{}
-	waitFor(t, 60*time.Second, "both webhooks at the simulator", func() bool {
+	heraldtest.WaitFor(t, 60*time.Second, "both webhooks at the simulator", func() bool {
 		for _, r := range sm.records(t) {
 			outcome[r.Key] = r.Outcome
 		}
@@ -64,6 +65,6 @@ func TestWebhooksSignedPerClient(t *testing.T) {
 			return err == nil && status == want
 		}
 	}
-	waitFor(t, 30*time.Second, "A's delivery to be SENT", statusIs(fromA, "SENT"))
-	waitFor(t, 30*time.Second, "B's delivery to be FAILED (401 is permanent)", statusIs(fromB, "FAILED"))
+	heraldtest.WaitFor(t, 30*time.Second, "A's delivery to be SENT", statusIs(fromA, "SENT"))
+	heraldtest.WaitFor(t, 30*time.Second, "B's delivery to be FAILED (401 is permanent)", statusIs(fromB, "FAILED"))
 }

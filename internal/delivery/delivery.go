@@ -1,4 +1,4 @@
-// Package delivery is the delivery state machine of herald (DESIGN.md §3): every transition
+// Package delivery is the delivery state machine of herald (docs/architecture.md, "States"): every transition
 // of a delivery row is one function here, with its SQL as a named constant right above it
 // and its compare-and-set condition inside that SQL. ingest, cdc, dispatch and the tests call
 // these functions; no other package writes a delivery's state.

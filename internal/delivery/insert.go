@@ -77,8 +77,8 @@ SELECT count(*) FROM n`
 
 // QueueInsert queues insertSQL for n on b; when the batch has run, *inserted says whether
 // the notification was written (false: its Idempotency-Key was taken, nothing was written).
-// It lets a caller send the insert and its COMMIT in one round trip (ingest does); Insert
-// runs it on its own.
+// It lets a caller send several inserts in one round trip (deliverytest's fixtures do); Insert
+// runs one on its own, and is what ingest's accept calls.
 func QueueInsert(b *pgx.Batch, n Notification, inserted *bool) {
 	ids := make([]pgtype.UUID, len(n.Deliveries))
 	channels := make([]string, len(n.Deliveries))

@@ -8,6 +8,7 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,19 +48,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.Ahead == 0 {
-		c.Ahead = DefaultAhead
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = DefaultLockTimeout
-	}
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.Ahead = cmp.Or(c.Ahead, DefaultAhead)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.LockTimeout = cmp.Or(c.LockTimeout, DefaultLockTimeout)
 	return c
 }
 

@@ -1,5 +1,5 @@
 // Package timeline reads what happened to one notification from the database alone
-// (DESIGN.md §14): when it was accepted and under which trace, every status change of each
+// (docs/operations.md, "Following one notification"): when it was accepted and under which trace, every status change of each
 // delivery with the time since the one before, every attempt from delivery_attempt, and the
 // final state. herald trace, GET /api/notifications/{id} and the console show it.
 //

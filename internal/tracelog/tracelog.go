@@ -1,7 +1,8 @@
 // Package tracelog joins herald's logs to its traces: a log line about a delivery carries
 // the delivery's id and the trace and span it was written in, so that a line found in the
 // logs opens its trace in Jaeger, and a span found in Jaeger finds its log lines
-// (DESIGN.md §14). The fields hold ids only, never personal data.
+// (docs/operations.md, "What herald promises an operator"). The fields hold ids only, never
+// personal data.
 package tracelog
 
 import (

@@ -52,12 +52,15 @@ type Config struct {
 	HTTP senders.HTTPConfig
 }
 
+// DefaultBaseURL is the root of FCM's HTTP v1 API.
+const DefaultBaseURL = "https://fcm.googleapis.com"
+
 func (c *Config) setDefaults(sa serviceAccount) {
 	if c.ProjectID == "" {
 		c.ProjectID = sa.ProjectID
 	}
 	if c.BaseURL == "" {
-		c.BaseURL = "https://fcm.googleapis.com"
+		c.BaseURL = DefaultBaseURL
 	}
 	if c.TokenURL == "" {
 		c.TokenURL = sa.TokenURI

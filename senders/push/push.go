@@ -36,6 +36,9 @@ type Config struct {
 	Provider string
 }
 
+// DefaultMaxParallel is Config.MaxParallel's default.
+const DefaultMaxParallel = 8
+
 // Sender fans a PUSH message out to every device. It is safe for concurrent use.
 type Sender struct {
 	cfg       Config
@@ -47,7 +50,7 @@ type Sender struct {
 // sender; a platform without a sender fails its devices permanently.
 func New(cfg Config, platforms map[string]PlatformSender, log *zap.Logger) (*Sender, error) {
 	if cfg.MaxParallel == 0 {
-		cfg.MaxParallel = 8
+		cfg.MaxParallel = DefaultMaxParallel
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second

@@ -79,12 +79,15 @@ type Faults struct {
 	RetryAfter time.Duration `json:"retryAfter"`
 }
 
+// DefaultMaxRecords is Config.MaxRecords's default.
+const DefaultMaxRecords = 1_000_000
+
 func (c *Config) setDefaults() {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:8090"
 	}
 	if c.MaxRecords == 0 {
-		c.MaxRecords = 1_000_000
+		c.MaxRecords = DefaultMaxRecords
 	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())

@@ -63,6 +63,9 @@ type Config struct {
 	Provider string
 }
 
+// DefaultMaxConns is Config.MaxConns's default.
+const DefaultMaxConns = 4
+
 func (c *Config) setDefaults() {
 	if c.TLSPolicy == "" {
 		c.TLSPolicy = TLSMandatory
@@ -77,7 +80,7 @@ func (c *Config) setDefaults() {
 		c.Timeout = 30 * time.Second
 	}
 	if c.MaxConns == 0 {
-		c.MaxConns = 4
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 30 * time.Second

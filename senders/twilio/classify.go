@@ -42,7 +42,7 @@ var transientCodes = map[int]string{
 // classify turns a non-2xx Twilio response into a classified error. A 5xx (Twilio's 20500,
 // 20503, a gateway's 502/504) is Ambiguous: the Messages API may have queued the message
 // before the error, and an SMS sent twice cannot be taken back, so whether to try again is
-// dispatch's per-priority policy (DESIGN §3, §6), not the sender's.
+// dispatch's per-priority policy (RetryAmbiguous, docs/dispatch.md "Retries"), not the sender's.
 func classify(status int, body []byte, retryAfter time.Duration) *senders.Error {
 	var ae apiError
 	_ = json.Unmarshal(body, &ae)

@@ -41,12 +41,15 @@ type Config struct {
 	HTTP senders.HTTPConfig
 }
 
+// DefaultBaseURL is the root of Twilio's API.
+const DefaultBaseURL = "https://api.twilio.com"
+
 func (c *Config) setDefaults() {
 	if c.Username == "" {
 		c.Username = c.AccountSID
 	}
 	if c.BaseURL == "" {
-		c.BaseURL = "https://api.twilio.com"
+		c.BaseURL = DefaultBaseURL
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second

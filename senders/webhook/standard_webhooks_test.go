@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders/sendertest"
 	"github.com/heraldhq/herald/senders/webhook"
@@ -63,14 +63,14 @@ func send(t *testing.T, s *webhook.Sender, url, clientID string) received {
 	return all[0]
 }
 
-func newSender(t *testing.T) (*webhook.Sender, *pgxpool.Pool, func(name string) ingest.NewAPIClient) {
+func newSender(t *testing.T) (*webhook.Sender, *pgxpool.Pool, func(name string) apikey.NewAPIClient) {
 	pool := stacktest.Postgres(t)
-	secrets := ingest.NewWebhookSecrets(pool, -1) // no cache: each send reads the database
+	secrets := apikey.NewWebhookSecrets(pool, -1) // no cache: each send reads the database
 	s, err := webhook.New(webhook.Config{AllowHTTP: true, AllowLoopback: true}, secrets, zaptest.NewLogger(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	create := func(name string) ingest.NewAPIClient {
-		c, err := ingest.CreateAPIClient(context.Background(), pool, name, ingest.DefaultScopes())
+	create := func(name string) apikey.NewAPIClient {
+		c, err := apikey.CreateAPIClient(context.Background(), pool, name, apikey.DefaultScopes())
 		require.NoError(t, err)
 		return c
 	}
@@ -125,7 +125,7 @@ func TestRotationWindow(t *testing.T) {
 	s, pool, create := newSender(t)
 	a, b := create("a"), create("b")
 
-	rotated, err := ingest.RotateWebhookSecret(ctx, pool, a.ID, time.Hour)
+	rotated, err := apikey.RotateWebhookSecret(ctx, pool, a.ID, time.Hour)
 	require.NoError(t, err)
 	require.NotEqual(t, a.WebhookSecret, rotated)
 	r := send(t, s, "/hook", a.ID)
@@ -136,13 +136,13 @@ func TestRotationWindow(t *testing.T) {
 	require.Regexp(t, `^v1,\S+$`, rb.header.Get("webhook-signature"), "another client's rotation changes nothing for b")
 	require.NoError(t, verifier(t, b.WebhookSecret).Verify(rb.body, rb.header))
 
-	require.NoError(t, ingest.ExpirePreviousWebhookSecret(ctx, pool, a.ID))
+	require.NoError(t, apikey.ExpirePreviousWebhookSecret(ctx, pool, a.ID))
 	r = send(t, s, "/hook", a.ID)
 	require.NoError(t, verifier(t, rotated).Verify(r.body, r.header))
 	require.ErrorIs(t, verifier(t, a.WebhookSecret).Verify(r.body, r.header), standardwebhooks.ErrNoMatchingSignature)
 
 	// A window that has passed ends by itself.
-	again, err := ingest.RotateWebhookSecret(ctx, pool, a.ID, 0)
+	again, err := apikey.RotateWebhookSecret(ctx, pool, a.ID, 0)
 	require.NoError(t, err)
 	r = send(t, s, "/hook", a.ID)
 	require.NoError(t, verifier(t, again).Verify(r.body, r.header))

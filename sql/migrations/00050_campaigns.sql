@@ -1,6 +1,6 @@
 -- +goose Up
 
--- Campaigns (DESIGN.md §12, docs/api.md): one template sent to an audience, expanded by the
+-- Campaigns (docs/api.md "Campaigns", docs/architecture.md "Campaign expansion"): one template sent to an audience, expanded by the
 -- expander of any ingest process (ingest/campaign_expander.go) in lots of 1,000 users, each lot
 -- one transaction that writes the lot's notifications and deliveries and moves the cursor.
 --

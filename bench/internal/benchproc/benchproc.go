@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // BuildHerald returns the herald binary to measure: $BENCH_HERALD_BIN when set (the suite
@@ -183,10 +185,8 @@ func (p *Proc) WaitFor(tb testing.TB, timeout, interval time.Duration, what stri
 		if !p.Alive() {
 			tb.Fatalf("herald exited while waiting for %s:\n%s", what, p.Tail(20))
 		}
-		select {
-		case <-ctx.Done():
+		if sleep.For(ctx, interval) != nil {
 			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		case <-time.After(interval):
 		}
 	}
 }

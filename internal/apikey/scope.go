@@ -1,4 +1,4 @@
-package ingest
+package apikey
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 )
 
 // Scope is one capability of an API key. Every API route needs one (see routeScopes in
-// api.go and docs/security.md); a key without it gets 403 insufficient_scope.
+// ingest/api.go and docs/security.md); a key without it gets 403 insufficient_scope.
 type Scope string
 
 // The scopes. ScopeOperator implies every other scope: it is the key of the people who run
@@ -35,7 +35,7 @@ func DefaultScopes() []Scope {
 }
 
 // ErrUnknownScope is returned by ParseScopes for a name that is no scope.
-var ErrUnknownScope = fmt.Errorf("unknown scope (known: %s)", joinScopes(AllScopes()))
+var ErrUnknownScope = fmt.Errorf("unknown scope (known: %s)", JoinScopes(AllScopes()))
 
 // ParseScopes reads a comma-separated list of scopes ("notifications:send,users:read").
 // Spaces around names are ignored, duplicates collapse, and the result is in AllScopes
@@ -53,7 +53,7 @@ func ParseScopes(s string) ([]Scope, error) {
 		seen[name] = true
 	}
 	if len(seen) == 0 {
-		return nil, fmt.Errorf("no scope given (known: %s)", joinScopes(AllScopes()))
+		return nil, fmt.Errorf("no scope given (known: %s)", JoinScopes(AllScopes()))
 	}
 	var out []Scope
 	for _, sc := range AllScopes() {
@@ -64,7 +64,7 @@ func ParseScopes(s string) ([]Scope, error) {
 	return out, nil
 }
 
-func joinScopes(scopes []Scope) string {
+func JoinScopes(scopes []Scope) string {
 	s := make([]string, len(scopes))
 	for i, sc := range scopes {
 		s[i] = string(sc)

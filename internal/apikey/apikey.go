@@ -1,4 +1,4 @@
-package ingest
+package apikey
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func CreateAPIClient(ctx context.Context, pool *pgxpool.Pool, name string, scope
 	if name == "" || len(name) > 200 || strings.ContainsRune(name, 0) {
 		return NewAPIClient{}, fmt.Errorf("create api client: name must be 1-200 characters")
 	}
-	scopes, err := ParseScopes(joinScopes(scopes))
+	scopes, err := ParseScopes(JoinScopes(scopes))
 	if err != nil {
 		return NewAPIClient{}, fmt.Errorf("create api client %q: %w", name, err)
 	}

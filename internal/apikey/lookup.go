@@ -1,4 +1,4 @@
-package ingest
+package apikey
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,13 +20,23 @@ var ErrUnauthorized = errors.New("unknown or revoked API key")
 // the API's authorize runs), for callers outside the API that log in with a key (the
 // operator console). A key that is malformed, unknown or revoked is ErrUnauthorized.
 func Authenticate(ctx context.Context, pool *pgxpool.Pool, key string) (clientID string, scopes []Scope, err error) {
-	key, ok := bearerKey("Bearer " + key)
+	key, ok := BearerKey("Bearer " + key)
 	if !ok {
 		return "", nil, ErrUnauthorized
 	}
-	h := sha256.Sum256([]byte(key))
+	return LookupHash(ctx, pool, sha256.Sum256([]byte(key)))
+}
+
+// lookupAPIClient finds a key by its SHA-256 (one probe of the unique key_hash index).
+const lookupAPIClient = `
+SELECT id::text, scopes FROM api_client WHERE key_hash = $1 AND revoked_at IS NULL`
+
+// LookupHash returns the client id and scopes of the key whose SHA-256 is hash; an unknown
+// or revoked key is ErrUnauthorized. The API's authorize runs it for every key it has not
+// cached.
+func LookupHash(ctx context.Context, db Querier, hash [32]byte) (clientID string, scopes []Scope, err error) {
 	var names []string
-	err = pool.QueryRow(ctx, lookupAPIClient, h[:]).Scan(&clientID, &names)
+	err = db.QueryRow(ctx, lookupAPIClient, hash[:]).Scan(&clientID, &names)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, ErrUnauthorized
 	}
@@ -33,6 +44,23 @@ func Authenticate(ctx context.Context, pool *pgxpool.Pool, key string) (clientID
 		return "", nil, fmt.Errorf("look up api key: %w", err)
 	}
 	return clientID, toScopes(names), nil
+}
+
+// Querier is what LookupHash reads with: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func BearerKey(h string) (string, bool) {
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	if !strings.HasPrefix(key, keyPrefix) || len(key) > 200 {
+		return "", false
+	}
+	return key, true
 }
 
 const lookupClientScopes = `SELECT scopes FROM api_client WHERE id = $1 AND revoked_at IS NULL`
