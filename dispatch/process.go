@@ -198,6 +198,7 @@ func (l *lane) noMoreAttempts(r *row) string {
 // send makes the provider call of a claimed attempt once the rate limiter admits it, and
 // records the outcome.
 func (l *lane) send(ctx context.Context, r *row, m *senders.Message, sender Sender, att int, started time.Time) error {
+	sender = route(ctx, r, sender, att) // the account, before its rate limit
 	if f, ok := sender.(FanOutSender); ok {
 		return l.sendEach(ctx, r, m, f, att, started) // one slot per provider call
 	}
@@ -325,6 +326,9 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 		if retry {
 			o.Status = herald.StatusPending
 			o.RetryIn = l.retryDelay(r, policy, attempt, retryAfter)
+			if class == senders.Transient && l.retryAtOnce(r, attempt, o.Provider) {
+				o.RetryIn = l.retryDelay(r, RetryPolicy{}, attempt, 0) // another account, now (quiet hours apart)
+			}
 		} else {
 			o.Status = herald.StatusFailed
 		}

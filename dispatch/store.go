@@ -47,6 +47,7 @@ type row struct {
 	QuietEnd       pgtype.Time
 	PushTokens     json.RawMessage // [{"token":..,"platform":..}]
 	LastOutcome    *string         // outcome of attempt number Attempts, if logged
+	LastProvider   *string         // provider account of attempt number Attempts, if known
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
@@ -71,7 +72,8 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
                                      ORDER BY pt.created_at), '[]')
            FROM push_token pt WHERE pt.user_id = n.user_id)
        END,
-       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `)
+       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `),
+       (SELECT a.provider FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `)
 FROM delivery d
 JOIN notification n ON n.id = d.notification_id` + notifications + `
 LEFT JOIN template t ON t.name = n.template
@@ -163,7 +165,7 @@ func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome)
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.LastProvider)
 	return r, err
 }
 
