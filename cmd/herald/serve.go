@@ -48,6 +48,7 @@ type serveConfig struct {
 	Dispatch        dispatchFlags
 	Groups          groupFlags
 	Senders         senderFlags
+	Routing         routeFlags
 	Console         consoleFlags
 }
 
@@ -75,6 +76,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Dispatch.register(f)
 	c.Groups.register(f)
 	c.Senders.register(f)
+	c.Routing.register(f)
 	c.Console.register(f)
 }
 
@@ -88,6 +90,9 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	if err := c.validateConns(); err != nil {
+		return err
+	}
+	if err := c.Routing.check(); err != nil {
 		return err
 	}
 	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
@@ -379,7 +384,12 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 		return nil, nil, err
 	}
 	rdb := redis.NewClient(ropts)
-	d, err := dispatch.New(cfg, pool, rdb, snd, log)
+	var d *dispatch.Dispatcher
+	snd, rt, err := c.Routing.apply(snd, sendersByName(snd), rdb, cfg.RedisPrefix, log)
+	if err == nil {
+		closeSenders = closeRouter(rt, closeSenders)
+		d, err = dispatch.New(cfg, pool, rdb, snd, log)
+	}
 	if err != nil {
 		rdb.Close()
 		closeSenders()

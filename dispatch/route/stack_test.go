@@ -3,7 +3,6 @@ package route
 import (
 	"context"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +33,6 @@ type stack struct {
 	brokers  []string
 	lanes    map[herald.Priority]dispatch.LaneConfig
 	clientID string
-	wg       sync.WaitGroup
 }
 
 func newStack(t *testing.T) *stack {
@@ -81,19 +79,20 @@ func newStack(t *testing.T) *stack {
 	return s
 }
 
-// run runs a component until the test ends.
+// run runs a component until the test ends; components stop in the reverse order of their
+// start.
 func (s *stack) run(run func(context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.wg.Add(1)
+	done := make(chan struct{})
 	go func() {
-		defer s.wg.Done()
+		defer close(done)
 		if err := run(ctx); err != nil {
 			s.t.Errorf("component stopped: %v", err)
 		}
 	}()
 	s.t.Cleanup(func() {
 		cancel()
-		s.wg.Wait()
+		<-done
 	})
 }
 
