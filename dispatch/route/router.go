@@ -119,9 +119,11 @@ func (v *view) get() []int {
 	return append([]int(nil), v.levels...)
 }
 
+// set keeps a copy of levels: setOne changes the view in place, while the caller goes on
+// reading its own slice.
 func (v *view) set(levels []int) {
 	v.mu.Lock()
-	v.levels = levels
+	v.levels = append(v.levels[:0:0], levels...)
 	v.mu.Unlock()
 }
 
