@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/dispatch/route"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
@@ -385,7 +386,10 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	}
 	rdb := redis.NewClient(ropts)
 	var d *dispatch.Dispatcher
-	snd, rt, err := c.Routing.apply(snd, sendersByName(snd), rdb, cfg.RedisPrefix, log)
+	var rt *route.Router
+	if c.Senders.Mode == sendersProviders { // --senders log has no providers to route
+		snd, rt, err = c.Routing.apply(snd, sendersByName(snd), rdb, cfg.RedisPrefix, log)
+	}
 	if err == nil {
 		closeSenders = closeRouter(rt, closeSenders)
 		d, err = dispatch.New(cfg, pool, rdb, snd, log)

@@ -25,7 +25,8 @@ import (
 // consumer groups and Redis prefix, the real relay (so that a retry due at once is published
 // from the WAL, as in production) and dispatchers started by the test.
 type stack struct {
-	t        *testing.T
+	t        testing.TB
+	log      *zap.Logger
 	dsn      string
 	pool     *pgxpool.Pool
 	rdb      *redis.Client
@@ -36,6 +37,13 @@ type stack struct {
 }
 
 func newStack(t *testing.T) *stack {
+	s := newStackTB(t)
+	s.log = zaptest.NewLogger(t)
+	return s
+}
+
+// newStackTB is newStack for a benchmark: it logs nothing.
+func newStackTB(t testing.TB) *stack {
 	t.Helper()
 	dsn := stacktest.PostgresURL(t)
 	u, err := url.Parse(dsn)
@@ -49,7 +57,7 @@ func newStack(t *testing.T) *stack {
 	rdb, prefix := stacktest.Redis(t)
 	names := stacktest.KafkaTopics(t, map[string]int32{"high": 3, "normal": 2, "low": 2})
 	s := &stack{t: t, dsn: u.String(), pool: pool, rdb: rdb, prefix: prefix, brokers: stacktest.KafkaBrokers(t),
-		lanes: map[herald.Priority]dispatch.LaneConfig{}, clientID: deliverytest.Client(t, pool)}
+		lanes: map[herald.Priority]dispatch.LaneConfig{}, clientID: deliverytest.Client(t, pool), log: zap.NewNop()}
 	group := stacktest.Name("g")
 	topics := map[herald.Priority]string{}
 	for p, n := range map[herald.Priority]string{herald.PriorityHigh: "high", herald.PriorityNormal: "normal", herald.PriorityLow: "low"} {
@@ -109,7 +117,7 @@ func (s *stack) dispatchConfig(limits map[string]int) dispatch.Config {
 func (s *stack) route(cfg Config, primary, standby dispatch.Sender) *Router {
 	cfg.RedisPrefix = s.prefix
 	r, err := New(cfg, s.rdb, map[herald.Channel][]Account{herald.ChannelSMS: {
-		{Sender: primary, Weight: 100}, {Sender: standby, Weight: 0}}}, zaptest.NewLogger(s.t))
+		{Sender: primary, Weight: 100}, {Sender: standby, Weight: 0}}}, s.log)
 	require.NoError(s.t, err)
 	s.t.Cleanup(func() { _ = r.Close() })
 	return r
@@ -117,7 +125,7 @@ func (s *stack) route(cfg Config, primary, standby dispatch.Sender) *Router {
 
 // dispatch starts a dispatcher sending SMS through r.
 func (s *stack) dispatch(cfg dispatch.Config, r *Router) {
-	d, err := dispatch.New(cfg, s.pool, s.rdb, r.Senders(nil), zaptest.NewLogger(s.t).Named("dispatch"))
+	d, err := dispatch.New(cfg, s.pool, s.rdb, r.Senders(nil), s.log.Named("dispatch"))
 	require.NoError(s.t, err)
 	s.run(d.Run)
 }
