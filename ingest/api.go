@@ -25,9 +25,10 @@ type API struct {
 	tracer trace.Tracer
 	// migrated latches true once /readyz saw no pending migration: a running process never
 	// loses migrations, and the check takes the migration lock.
-	migrated atomic.Bool
-	keys     *authCache
-	admit    *admission
+	migrated  atomic.Bool
+	keys      *authCache
+	admit     *admission
+	available channelSet
 }
 
 // New returns the API. pool must point at a migrated herald database.
@@ -47,12 +48,13 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 		return nil, err
 	}
 	return &API{
-		cfg:    cfg,
-		pool:   pool,
-		log:    log.With(zap.String("component", "ingest")),
-		tracer: otel.Tracer(instrumentationName),
-		keys:   newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
-		admit:  admit,
+		cfg:       cfg,
+		pool:      pool,
+		log:       log.With(zap.String("component", "ingest")),
+		tracer:    otel.Tracer(instrumentationName),
+		keys:      newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
+		admit:     admit,
+		available: newChannelSet(cfg.Channels),
 	}, nil
 }
 
@@ -152,6 +154,13 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (a *API) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	if reason, ok := databaseUnavailable(err); ok && r.Context().Err() == nil {
+		// The driver's error names the host, user and database: the reason only is logged.
+		a.log.Warn("database unavailable", zap.String("method", r.Method), zap.String("route", routeOf(r)), zap.String("reason", reason))
+		trace.SpanFromContext(r.Context()).RecordError(errors.New("database unavailable: " + reason))
+		writeProblem(w, unavailable())
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads the answer.
 		a.log.Debug("request canceled", zap.String("method", r.Method), zap.Error(err))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
 )
 
 // ExpanderConfig configures the campaign expander. The zero value is valid.
@@ -23,6 +25,9 @@ type ExpanderConfig struct {
 	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
 	// DefaultRate; negative: unpaced.
 	Rate int
+	// Channels are the channels the installation delivers, as Config.Channels: a user's
+	// other channels are suppressed (and counted) channel_unavailable. Default: every channel.
+	Channels []herald.Channel
 }
 
 // Defaults of ExpanderConfig.
@@ -61,9 +66,10 @@ func (c *ExpanderConfig) validate() error {
 // cursor expanded_through moves in the lot's transaction, so a crash loses at most the lot
 // in progress, which the next expander writes again.
 type Expander struct {
-	cfg  ExpanderConfig
-	pool *pgxpool.Pool
-	log  *zap.Logger
+	cfg       ExpanderConfig
+	available channelSet
+	pool      *pgxpool.Pool
+	log       *zap.Logger
 }
 
 // NewExpander returns an expander over pool, a migrated herald database.
@@ -78,7 +84,8 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Expander{cfg: cfg, pool: pool, log: log.With(zap.String("component", "expander"))}, nil
+	return &Expander{cfg: cfg, available: newChannelSet(cfg.Channels), pool: pool,
+		log: log.With(zap.String("component", "expander"))}, nil
 }
 
 // Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting

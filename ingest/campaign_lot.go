@@ -188,7 +188,7 @@ func (x *Expander) buildLot(c *lotCampaign, users []lotUser) (delivery.Lot, erro
 			c.suppressed[reasonUnknownUser] += int64(len(c.channels))
 			continue
 		}
-		d, err := decide(recipientRequest{userID: u.id, channels: c.channels, category: c.category,
+		d, err := decide(recipientRequest{userID: u.id, channels: c.channels, available: x.available, category: c.category,
 			priority: c.priority, sendAt: c.sendAt}, &u.facts, c.now, x.log)
 		if err != nil {
 			return delivery.Lot{}, fmt.Errorf("campaign %s: %w", c.id, err)

@@ -92,6 +92,9 @@ func (a *API) createCampaign(ctx context.Context, clientID, key string, in *camp
 		if err := checkCampaignTemplate(ctx, tx, in); err != nil {
 			return err
 		}
+		if err := requireAvailable(in.Channels, a.available); err != nil {
+			return err
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return fmt.Errorf("new campaign id: %w", err)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/heraldhq/herald"
 )
 
 // Config configures the API. The zero value is valid: every zero field takes its default.
@@ -35,6 +37,11 @@ type Config struct {
 	// AdmissionWait is how long a NORMAL or LOW request waits for a slot before it is
 	// answered 503 overloaded. A HIGH request waits as long as its client. Default 500 ms.
 	AdmissionWait time.Duration
+	// Channels are the channels the installation delivers (those with a configured
+	// provider). A notification's other channels are suppressed channel_unavailable; one
+	// whose channels are all others is refused, 422 channel_unavailable. Give every process
+	// the same. Default: every channel.
+	Channels []herald.Channel
 }
 
 // Defaults.

@@ -143,11 +143,14 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err := fe.err(); err != nil {
 		return accepted{}, err
 	}
+	if err := requireAvailable(in.Channels, a.available); err != nil {
+		return accepted{}, err
+	}
 	category := in.Category
 	if category == "" {
 		category = *ac.templateCategory
 	}
-	d, err := decide(recipientRequest{userID: in.UserID, channels: in.Channels, category: category,
+	d, err := decide(recipientRequest{userID: in.UserID, channels: in.Channels, available: a.available, category: category,
 		priority: in.Priority, sendAt: in.SendAt, to: in.To}, &ac.recipientFacts, ac.now, a.log)
 	if err != nil {
 		return accepted{}, err

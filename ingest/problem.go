@@ -22,10 +22,12 @@ const (
 	codeUnknownTemplate      = "unknown_template"       // 422
 	codeTemplateRenderFailed = "template_render_failed" // 422
 	codeIdempotencyKeyReused = "idempotency_key_reused" // 422
+	codeChannelUnavailable   = "channel_unavailable"    // 422
 	codeAudienceTooLarge     = "audience_too_large"     // 413
 	codeCampaignConflict     = "campaign_conflict"      // 409
 	codeNotReady             = "not_ready"              // 503
 	codeOverloaded           = "overloaded"             // 503
+	codeUnavailable          = "unavailable"            // 503: PostgreSQL unreachable (unavailable.go)
 	codeInternal             = "internal"               // 500
 )
 

@@ -13,8 +13,10 @@ import (
 
 // Reasons a requested channel gets no delivery row.
 const (
-	reasonOptedOut  = "opted_out"  // the user opted out of the channel (for this category or all)
-	reasonNoContact = "no_contact" // neither the stored contact nor "to" has an address for it
+	// reasonChannelUnavailable: the installation has no provider for the channel (Config.Channels).
+	reasonChannelUnavailable = "channel_unavailable"
+	reasonOptedOut           = "opted_out"  // the user opted out of the channel (for this category or all)
+	reasonNoContact          = "no_contact" // neither the stored contact nor "to" has an address for it
 )
 
 // recipientFactsColumns selects a recipientFacts (scanned by its dest) from user_contact c
@@ -95,8 +97,9 @@ type suppressedJSON struct {
 }
 
 // route splits the requested channels into those that get a delivery row and those that are
-// suppressed, with the reason. An opt-out wins over a missing address.
-func route(userID int64, channels []herald.Channel, category string, to *recipientJSON, f *recipientFacts) (deliver []herald.Channel, suppressed []suppressedJSON, err error) {
+// suppressed, with the reason. An unavailable channel wins over an opt-out (it is the
+// installation's, whatever the user chose), an opt-out over a missing address.
+func route(userID int64, channels []herald.Channel, available channelSet, category string, to *recipientJSON, f *recipientFacts) (deliver []herald.Channel, suppressed []suppressedJSON, err error) {
 	var outs []optOut
 	if len(f.optOuts) > 0 {
 		if err := json.Unmarshal(f.optOuts, &outs); err != nil {
@@ -106,6 +109,8 @@ func route(userID int64, channels []herald.Channel, category string, to *recipie
 	suppressed = []suppressedJSON{}
 	for _, c := range channels {
 		switch {
+		case !available.has(c):
+			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonChannelUnavailable})
 		case optedOut(outs, c, category):
 			suppressed = append(suppressed, suppressedJSON{Channel: c, Reason: reasonOptedOut})
 		case !hasAddress(c, to, f):

@@ -43,10 +43,42 @@ var otpClient = &http.Client{
 	Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 }
 
-// openLoop calls fire(i, due) in its own goroutine at each due time start + i/rate until
-// stop(due) says so, and waits for every call to return. It returns how many it fired.
+// openLoop calls fire(i, due) at each due time start + i/rate until stop(due) says so, on
+// at most loopWorkers goroutines (see openLoopPool, which blocks rather than skips), and
+// waits for every call to return. It returns how many it fired.
 func openLoop(ctx context.Context, start time.Time, rate float64, stop func(due time.Time) bool, fire func(i int, due time.Time)) int {
+	return openLoopPool(ctx, start, rate, loopWorkers, stop, fire, nil)
+}
+
+// loopWorkers is openLoop's bound on calls in flight: far above what the low-rate loops
+// (HIGH OTPs, the recovery load) ever have in flight.
+const loopWorkers = 256
+
+// openLoopPool is the open-loop generator with a bounded fan-out: workers goroutines take
+// the requests in due order from a queue of as many entries. Request i is due at
+// start + i/rate whatever the answers before it took, and every latency counts from its due
+// time, so queueing behind a slow server shows in full (no coordinated omission). When a
+// request falls due while every worker is busy and the queue is full, the generator cannot
+// send it on time at all: with skip set, skip(i, due) counts it (apart from herald's
+// answers: herald never saw it) and the loop goes on; with skip nil the loop waits for a
+// place in the queue, falling behind schedule. It returns how many requests fell due.
+func openLoopPool(ctx context.Context, start time.Time, rate float64, workers int, stop func(due time.Time) bool,
+	fire func(i int, due time.Time), skip func(i int, due time.Time)) int {
+	type request struct {
+		i   int
+		due time.Time
+	}
+	queue := make(chan request, workers)
 	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for r := range queue {
+				fire(r.i, r.due)
+			}
+		}()
+	}
 	interval := time.Duration(float64(time.Second) / rate)
 	i := 0
 	for ; ctx.Err() == nil; i++ {
@@ -55,14 +87,20 @@ func openLoop(ctx context.Context, start time.Time, rate float64, stop func(due 
 			break
 		}
 		if d := time.Until(due); d > 0 {
-			time.Sleep(d) // behind schedule: fire at once; the latency still counts from due
+			time.Sleep(d) // behind schedule: send at once; the latency still counts from due
 		}
-		wg.Add(1)
-		go func(i int, due time.Time) {
-			defer wg.Done()
-			fire(i, due)
-		}(i, due)
+		r := request{i, due}
+		if skip == nil {
+			queue <- r
+			continue
+		}
+		select {
+		case queue <- r:
+		default:
+			skip(i, due)
+		}
 	}
+	close(queue)
 	wg.Wait()
 	return i
 }
@@ -82,6 +120,15 @@ func notificationBody(prio herald.Priority) string {
 // HIGH) and the given extra headers. It returns the delivery id on 202, or why it was refused: "http <status>",
 // "timeout" or "error".
 func (s *stack) postNotification(ctx context.Context, idem string, prio herald.Priority, header map[string]string) (id, refused string) {
+	client := loadClient
+	if prio == herald.PriorityHigh {
+		client = otpClient
+	}
+	return s.postWith(ctx, client, idem, prio, header)
+}
+
+// postWith is postNotification through the given client.
+func (s *stack) postWith(ctx context.Context, client *http.Client, idem string, prio herald.Priority, header map[string]string) (id, refused string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/notifications", strings.NewReader(notificationBody(prio)))
 	if err != nil {
 		return "", "error"
@@ -91,10 +138,6 @@ func (s *stack) postNotification(ctx context.Context, idem string, prio herald.P
 	req.Header.Set("Idempotency-Key", idem)
 	for k, v := range header {
 		req.Header.Set(k, v)
-	}
-	client := loadClient
-	if prio == herald.PriorityHigh {
-		client = otpClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {

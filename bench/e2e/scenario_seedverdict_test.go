@@ -28,6 +28,10 @@ type seedVerdict struct {
 	highBurst, highUnsent              int
 	poolConns                          int32
 	maxPoolWait                        float64 // ms, the worst second's mean
+	// The burst's POSTs the generator could not send (every worker busy), and herald's
+	// answer time of the NORMAL POSTs it did send against the bound the admission wait sets.
+	burstUnsent                int
+	answerP99, answerTargetP99 float64 // ms
 }
 
 func (v seedVerdict) notes() []string {
@@ -63,6 +67,17 @@ func (v seedVerdict) notes() []string {
 			"at the run's mean of %.0f calls/s they take about %s more.", v.sentPerS, v.peakSent, v.acceptedPerS, v.campaign,
 			v.maxBacklog, v.left, v.drainCap, v.sentRate, time.Duration(float64(v.left)/max(v.sentRate, 1)*float64(time.Second)).Round(time.Second)))
 	}
+	if v.burstUnsent > 0 {
+		out = append(out, fmt.Sprintf("The generator could not send %d of the burst's POSTs on time (every worker busy): "+
+			"herald never saw them, and they are not counted as refused.", v.burstUnsent))
+	}
+	if v.answerP99 <= v.answerTargetP99 {
+		out = append(out, fmt.Sprintf("Every NORMAL POST was answered in time: sent → answer p99 %.0f ms (bound %.0f ms, the admission wait + 100 ms).",
+			v.answerP99, v.answerTargetP99))
+	} else {
+		out = append(out, fmt.Sprintf("NORMAL POSTs were not all answered in time: sent → answer p99 %.0f ms, above the bound of %.0f ms "+
+			"(the admission wait + 100 ms).", v.answerP99, v.answerTargetP99))
+	}
 	if v.maxPoolWait >= 100 {
 		out = append(out, fmt.Sprintf("The API's PostgreSQL pool (%d connections) ran out: in the "+
 			"worst second an acquire waited %.0f ms on average, so POSTs queued for a connection.",
@@ -84,12 +99,14 @@ func (v seedVerdict) notes() []string {
 func TestSeedVerdictSaysWhereItSaturates(t *testing.T) {
 	held := seedVerdict{steadyRate: 600, steadyShare: 1, steadyP99: 30, burstRate: 20000, burstOffered: 1000,
 		burstAccepted: 1000, peakAccepted: 900, burstP99: 400, acceptedPerS: 650, sentPerS: 640, campaign: 2000,
-		maxBacklog: 300, drained: true, drainTime: 2 * time.Second, highP50: 4, highP99: 15}
+		maxBacklog: 300, drained: true, drainTime: 2 * time.Second, highP50: 4, highP99: 15, answerP99: 120, answerTargetP99: 600}
 	got := strings.Join(held.notes(), "\n")
 	require.Contains(t, got, "The API held the steady 600 POST/s")
 	require.Contains(t, got, "was absorbed")
 	require.Contains(t, got, "Delivery kept up")
 	require.NotContains(t, got, "pool")
+	require.NotContains(t, got, "could not send")
+	require.Contains(t, got, "answered in time: sent → answer p99 120 ms (bound 600 ms")
 	require.Contains(t, got, "(meets p99 ≤ 20 ms); no HIGH POST due during the burst was accepted")
 
 	saturated := held
@@ -97,12 +114,15 @@ func TestSeedVerdictSaysWhereItSaturates(t *testing.T) {
 	saturated.burstAccepted, saturated.burstP99, saturated.refusals = 117, 10000, "883 timeout"
 	saturated.sentPerS, saturated.drained, saturated.left, saturated.sentRate = 110, false, 20587, 109
 	saturated.poolConns, saturated.maxPoolWait = 48, 850
+	saturated.burstUnsent, saturated.answerP99 = 5000, 2500
 	saturated.drainCap, saturated.highP99, saturated.highBurst, saturated.highBurstP99 = 15*time.Second, 16000, 4, 14639.1
 	got = strings.Join(saturated.notes(), "\n")
 	require.Contains(t, got, "did not hold the steady 600 POST/s: 78.0 % accepted")
 	require.Contains(t, got, "The burst saturated the API: 117 of 1000")
 	require.Contains(t, got, "Delivery saturated: 110 provider calls/s")
 	require.Contains(t, got, "about 3m9s more")
+	require.Contains(t, got, "could not send 5000 of the burst's POSTs")
+	require.Contains(t, got, "not all answered in time: sent → answer p99 2500 ms, above the bound of 600 ms")
 	require.Contains(t, got, "(48 connections) ran out: in the worst second an acquire waited 850 ms")
 	require.Contains(t, got, "(misses p99 ≤ 20 ms); p99 14639.1 ms during the burst")
 }

@@ -1,58 +1,45 @@
 package main
 
 import (
+	"os"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/internal/stacktest"
 )
 
-func TestParseProviders(t *testing.T) {
-	known := []string{"twilio", "vonage"}
-	got, err := parseProviders("sms-providers", "twilio=100, vonage=0", known)
-	require.NoError(t, err)
-	require.Equal(t, []providerWeight{{"twilio", 100}, {"vonage", 0}}, got)
-	for in, msg := range map[string]string{
-		"twilio":               `--sms-providers: "twilio" is not provider=weight`,
-		"twilio=lots":          "--sms-providers: weight of twilio",
-		"twilio=-1":            "--sms-providers: weight of twilio",
-		"nexmo=100":            `--sms-providers: unknown provider "nexmo" (known: twilio, vonage)`,
-		"twilio=1,twilio=2":    "--sms-providers: twilio listed twice",
-		"twilio=0,vonage=0":    "--sms-providers: every provider has weight 0",
-		"=5":                   "is not provider=weight",
-		"twilio=100,vonage=0,": "is not provider=weight",
-	} {
-		_, err := parseProviders("sms-providers", in, known)
-		require.ErrorContains(t, err, msg, in)
+// A channel whose flag lists two providers is routed by health; one not listed is served by
+// its primary, as before routing; a channel with one provider keeps its sender.
+func TestRoutingSenders(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(stacktest.EnvRedis)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tw := &dispatch.MemorySender{ProviderName: "sms:twilio"}
+	vo := &dispatch.MemorySender{ProviderName: "sms:vonage"}
+	smtp := &dispatch.MemorySender{ProviderName: "email:smtp"}
+	sg := &dispatch.MemorySender{ProviderName: "email:sendgrid"}
+	wh := &dispatch.MemorySender{ProviderName: "webhook"}
+	routes := map[herald.Channel][]route{
+		herald.ChannelSMS:     {{Name: "twilio", Weight: 100, Sender: tw}, {Name: "vonage", Weight: 0, Sender: vo}},
+		herald.ChannelEmail:   {{Name: "smtp", Weight: 100, Sender: smtp}, {Name: "sendgrid", Weight: 0, Sender: sg}},
+		herald.ChannelWebhook: {{Name: "webhook", Weight: 100, Sender: wh}},
 	}
-}
-
-// A bad provider list stops herald serve before anything starts, naming the flag.
-func TestServeRefusesBadProviderList(t *testing.T) {
-	parse := func(args ...string) error {
-		var c serveConfig
-		f := newFlags("serve")
-		c.register(f)
-		require.NoError(t, f.Parse(args))
-		return c.validate()
-	}
-	require.NoError(t, parse("--sms-providers", "twilio=100", "--email-providers", "smtp=1"))
-	require.ErrorContains(t, parse("--sms-providers", "twilio=100,nexmo=0"), "--sms-providers: unknown provider")
-	require.ErrorContains(t, parse("--email-providers", "smtp=x"), "--email-providers: weight of smtp")
-}
-
-// One provider listed (all herald's senders give today): the channel's sender stays as it is.
-func TestRoutingOneProviderLeavesTheSender(t *testing.T) {
-	snd := map[herald.Channel]dispatch.Sender{herald.ChannelSMS: &dispatch.MemorySender{ProviderName: "sms:twilio"}}
-	r := routeFlags{sms: "twilio=100"}
-	out, rt, err := r.apply(snd, sendersByName(snd), nil, "herald:", zap.NewNop())
+	var r routeFlags
+	out, rt, err := r.senders(routes, map[herald.Channel]bool{herald.ChannelSMS: true}, rdb, "herald:", zap.NewNop())
 	require.NoError(t, err)
-	require.Nil(t, rt)
-	require.Same(t, snd[herald.ChannelSMS], out[herald.ChannelSMS])
-	r = routeFlags{mail: "smtp=100"}
-	_, _, err = r.apply(snd, sendersByName(snd), nil, "herald:", zap.NewNop())
-	require.ErrorContains(t, err, "--email-providers: smtp is listed but not configured")
+	require.NotNil(t, rt)
+	t.Cleanup(func() { _ = rt.Close() })
+	_, routed := out[herald.ChannelSMS].(dispatch.RoutedSender)
+	require.True(t, routed, "SMS is listed with two providers")
+	require.Same(t, smtp, out[herald.ChannelEmail], "EMAIL is not listed: its primary")
+	require.Same(t, wh, out[herald.ChannelWebhook])
+
+	out, rt, err = r.senders(routes, nil, rdb, "herald:", zap.NewNop())
+	require.NoError(t, err)
+	require.Nil(t, rt, "nothing listed, nothing routed")
+	require.Same(t, tw, out[herald.ChannelSMS])
 }

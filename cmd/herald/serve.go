@@ -17,9 +17,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
-	"github.com/heraldhq/herald/dispatch/route"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
@@ -93,9 +93,16 @@ func (c *serveConfig) validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
-	if err := c.Routing.check(); err != nil {
+	if err := c.Senders.validate(c.has("dispatch")); err != nil {
 		return err
 	}
+	// Every role knows which channels the installation delivers: ingest suppresses the
+	// others (channel_unavailable), dispatch has a provider for each.
+	chans, err := c.Senders.channels()
+	if err != nil {
+		return err
+	}
+	c.Ingest.Channels, c.Expander.Channels = chans, chans
 	// The relay's reaper returns SENDING rows to PENDING after its lease; a lease shorter than
 	// a worker may hold a row before its call has ended (rate wait + provider call) lets a second
 	// worker call the provider while the first call is still running. Relay and dispatch may
@@ -380,16 +387,14 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	snd, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
+	routes, closeSenders, err := c.Senders.build(log, ingest.NewWebhookSecrets(pool, 0))
 	if err != nil {
 		return nil, nil, err
 	}
 	rdb := redis.NewClient(ropts)
 	var d *dispatch.Dispatcher
-	var rt *route.Router
-	if c.Senders.Mode == sendersProviders { // --senders log has no providers to route
-		snd, rt, err = c.Routing.apply(snd, sendersByName(snd), rdb, cfg.RedisPrefix, log)
-	}
+	listed := map[herald.Channel]bool{herald.ChannelSMS: c.Senders.SMSProviders != "", herald.ChannelEmail: c.Senders.EmailProviders != ""}
+	snd, rt, err := c.Routing.senders(routes, listed, rdb, cfg.RedisPrefix, log)
 	if err == nil {
 		closeSenders = closeRouter(rt, closeSenders)
 		d, err = dispatch.New(cfg, pool, rdb, snd, log)

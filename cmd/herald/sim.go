@@ -15,19 +15,24 @@ import (
 
 // Simulator development credentials: the simulator accepts any, herald needs some.
 const (
-	simTwilioSID   = "ACsimulator"
-	simTwilioToken = "sim-auth-token"
-	simTwilioFrom  = "+15005550006"
-	simSMTPFrom    = "Herald <herald@herald.localhost>"
-	simAPNsKeyID   = "SIMKEY0001"
-	simAPNsTeamID  = "SIMTEAM001"
-	simAPNsTopic   = "dev.herald.sim"
-	simEnvFile     = "herald.env"
+	simTwilioSID    = "ACsimulator"
+	simTwilioToken  = "sim-auth-token"
+	simTwilioFrom   = "+15005550006"
+	simVonageKey    = "simvonagekey"
+	simVonageSecret = "sim-vonage-secret"
+	simVonageFrom   = "Herald"
+	simSendGridKey  = "SG.sim-sendgrid-key"
+	simSMTPFrom     = "Herald <herald@herald.localhost>"
+	simAPNsKeyID    = "SIMKEY0001"
+	simAPNsTeamID   = "SIMTEAM001"
+	simAPNsTopic    = "dev.herald.sim"
+	simEnvFile      = "herald.env"
 )
 
 // simEnvSecrets are the variables of the env file that stdout shows masked.
 var simEnvSecrets = map[string]bool{
 	"HERALD_TWILIO_AUTH_TOKEN": true, "HERALD_SMTP_PASSWORD": true,
+	"HERALD_VONAGE_API_SECRET": true, "HERALD_SENDGRID_API_KEY": true,
 }
 
 type simConfig struct {
@@ -41,7 +46,7 @@ type simConfig struct {
 
 func (c *simConfig) register(f *envFlags) {
 	d := sim.DefaultConfig()
-	f.String(&c.cfg.Addr, "sim-http-addr", d.Addr, "plain-HTTP address: FCM, its token endpoint, Twilio, webhooks, /records, /stats, /faults")
+	f.String(&c.cfg.Addr, "sim-http-addr", d.Addr, "plain-HTTP address: FCM, its token endpoint, Twilio, Vonage, SendGrid, webhooks, /records, /stats, /faults")
 	f.String(&c.cfg.TLSAddr, "sim-tls-addr", d.TLSAddr, "HTTPS (HTTP/2) address: APNs, and STARTTLS for the SMTP sink; empty disables it")
 	f.String(&c.cfg.SMTPAddr, "sim-smtp-addr", d.SMTPAddr, "SMTP sink address; empty disables it")
 	f.String(&c.dir, "sim-dir", filepath.Join(os.TempDir(), "herald-sim"), "directory receiving sim.pem, the throwaway FCM and APNs keys and "+simEnvFile)
@@ -109,8 +114,16 @@ func simServeEnv(s *sim.Sim, c simConfig) map[string]string {
 		"HERALD_TWILIO_ACCOUNT_SID":     simTwilioSID,
 		"HERALD_TWILIO_AUTH_TOKEN":      simTwilioToken,
 		"HERALD_TWILIO_FROM":            simTwilioFrom,
-		"HERALD_FCM_CREDENTIALS_FILE":   filepath.Join(c.dir, sim.FCMCredentialsFile),
-		"HERALD_FCM_BASE_URL":           base,
+		// Vonage and SendGrid are configured too: standbys of SMS and EMAIL (weight 0).
+		"HERALD_VONAGE_BASE_URL":      base,
+		"HERALD_VONAGE_API_KEY":       simVonageKey,
+		"HERALD_VONAGE_API_SECRET":    simVonageSecret,
+		"HERALD_VONAGE_FROM":          simVonageFrom,
+		"HERALD_SENDGRID_BASE_URL":    base,
+		"HERALD_SENDGRID_API_KEY":     simSendGridKey,
+		"HERALD_SENDGRID_FROM":        simSMTPFrom,
+		"HERALD_FCM_CREDENTIALS_FILE": filepath.Join(c.dir, sim.FCMCredentialsFile),
+		"HERALD_FCM_BASE_URL":         base,
 	}
 	if s.SMTPAddr() != "" {
 		env["HERALD_SMTP_ADDR"] = s.SMTPAddr()

@@ -92,6 +92,8 @@ herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running
 dev API key: $key  (scope operator: every route)
 webhook signing secret of this key: $webhook_secret  (Standard Webhooks; the simulator checks it)
 provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
+SMS: ${HERALD_SMS_PROVIDERS:-twilio, vonage as standby}; EMAIL: ${HERALD_EMAIL_PROVIDERS:-smtp, sendgrid as standby}
+  (HERALD_SMS_PROVIDERS=vonage HERALD_EMAIL_PROVIDERS=sendgrid make run sends through the simulated Vonage and SendGrid)
 metrics and pprof (admin listener, no key): http://$HERALD_ADMIN_ADDR/metrics  http://$HERALD_ADMIN_ADDR/debug/pprof/
 
 # templates otp and order_shipped are seeded from deploy/local/templates/ (--templates-dir);

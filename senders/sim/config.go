@@ -1,6 +1,6 @@
 // Package sim is herald's provider simulator (`herald sim`): one process that speaks FCM v1
-// (with its OAuth2 token endpoint), an HTTP/2 APNs look-alike, the Twilio Messages API, a
-// webhook receiver and an SMTP sink, with a configurable latency distribution and fault
+// (with its OAuth2 token endpoint), an HTTP/2 APNs look-alike, the Twilio Messages API, the
+// Vonage SMS API, SendGrid's v3 mail/send, a webhook receiver and an SMTP sink, with a configurable latency distribution and fault
 // injection per provider. It records every request with its receive time and idempotency
 // key and serves the records as JSON, so tests and benchmarks can count duplicates and
 // measure latency.
@@ -14,20 +14,22 @@ import (
 
 // Provider names, as used in Config.Faults, Config.Latency and in records.
 const (
-	FCM     = "fcm"
-	APNs    = "apns"
-	Twilio  = "twilio"
-	Webhook = "webhook"
-	SMTP    = "smtp"
+	FCM      = "fcm"
+	APNs     = "apns"
+	Twilio   = "twilio"
+	Webhook  = "webhook"
+	SMTP     = "smtp"
+	Vonage   = "vonage"
+	SendGrid = "sendgrid"
 )
 
 // Providers lists every simulated provider.
-var Providers = []string{FCM, APNs, Twilio, Webhook, SMTP}
+var Providers = []string{FCM, APNs, Twilio, Webhook, SMTP, Vonage, SendGrid}
 
 // Config configures the simulator.
 type Config struct {
-	// Addr is the plain-HTTP listen address serving FCM, its token endpoint, Twilio, webhooks
-	// and the control API (/records, /stats, /reset, /faults). Default "127.0.0.1:8090".
+	// Addr is the plain-HTTP listen address serving FCM, its token endpoint, Twilio, Vonage,
+	// SendGrid, webhooks and the control API (/records, /stats, /reset, /faults). Default "127.0.0.1:8090".
 	Addr string
 	// TLSAddr is the HTTPS listen address (HTTP/2) serving APNs and, for senders that insist
 	// on TLS, everything else too. Empty disables it. Default "127.0.0.1:8443".

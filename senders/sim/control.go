@@ -13,6 +13,8 @@ import (
 //	POST /token                                  OAuth2 token endpoint (JWT bearer grant)
 //	POST /3/device/{token}                       APNs (use the TLS address: HTTP/2)
 //	POST /2010-04-01/Accounts/{sid}/Messages.json Twilio
+//	POST /sms/json                               Vonage SMS API
+//	POST /v3/mail/send                           SendGrid v3 Mail Send
 //	POST /webhook/...                            webhook receiver
 //	GET  /records?provider=&since=&limit=        records as JSON
 //	GET  /stats                                  per-provider counts and duplicates
@@ -26,6 +28,8 @@ func (s *Sim) routes() http.Handler {
 	mux.HandleFunc("POST /token", serveToken)
 	mux.Handle("POST /3/device/{token}", s.serveProvider(apnsProtocol()))
 	mux.Handle("POST /2010-04-01/Accounts/{sid}/Messages.json", s.serveProvider(twilioProtocol()))
+	mux.Handle("POST /sms/json", s.serveProvider(vonageProtocol()))
+	mux.Handle("POST /v3/mail/send", s.serveProvider(sendGridProtocol()))
 	mux.Handle("POST /webhook/", s.serveProvider(webhookProtocol()))
 	mux.HandleFunc("GET /records", s.serveRecords)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 		if err != nil {
 			return
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for an answer that echoes the request
 		key, status, problem := p.key(r, body)
 		if problem != "" {
 			s.records.add(Record{Provider: p.name, Key: key, ReceivedAt: received, Outcome: Rejected, Status: status,
@@ -82,11 +84,17 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 func statusOf(provider string, o Outcome) int {
 	switch o {
 	case Accepted:
-		if provider == Twilio {
+		switch provider {
+		case Twilio:
 			return http.StatusCreated
+		case SendGrid:
+			return http.StatusAccepted
 		}
 		return http.StatusOK
 	case RateLimited:
+		if provider == Vonage { // status 1 "Throttled" in a 200 answer
+			return http.StatusOK
+		}
 		return http.StatusTooManyRequests
 	case Unavailable:
 		return http.StatusServiceUnavailable
@@ -96,8 +104,10 @@ func statusOf(provider string, o Outcome) int {
 		switch provider {
 		case FCM:
 			return http.StatusNotFound
-		case Twilio:
+		case Twilio, SendGrid:
 			return http.StatusBadRequest
+		case Vonage: // a non-zero status in a 200 answer
+			return http.StatusOK
 		}
 		return http.StatusGone
 	}

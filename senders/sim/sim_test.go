@@ -10,8 +10,11 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,8 +29,10 @@ import (
 	"github.com/heraldhq/herald/senders/fcm"
 	"github.com/heraldhq/herald/senders/push"
 	"github.com/heraldhq/herald/senders/sendertest"
+	"github.com/heraldhq/herald/senders/sendgrid"
 	smtpsender "github.com/heraldhq/herald/senders/smtp"
 	"github.com/heraldhq/herald/senders/twilio"
+	"github.com/heraldhq/herald/senders/vonage"
 	"github.com/heraldhq/herald/senders/webhook"
 )
 
@@ -113,6 +118,10 @@ func newSender(t testing.TB, s *Sim, provider string, log *zap.Logger, timeout t
 		snd, err = webhook.New(webhook.Config{AllowHTTP: true, AllowLoopback: true, Timeout: timeout}, sendertest.WebhookSecrets(nil), log)
 	case Twilio:
 		snd, err = twilio.New(twilio.Config{AccountSID: "ACsim", Password: "x", From: "+15005550001", BaseURL: base, Timeout: timeout}, log)
+	case Vonage:
+		snd, err = vonage.New(vonage.Config{APIKey: "simkey", APISecret: "x", From: "Herald", BaseURL: base, Timeout: timeout}, log)
+	case SendGrid:
+		snd, err = sendgrid.New(sendgrid.Config{APIKey: "SG.sim", From: "Herald <herald@sim.test>", BaseURL: base, Timeout: timeout}, log)
 	case FCM:
 		creds, _ := json.Marshal(map[string]string{"type": "service_account", "project_id": "sim", "client_email": "sim@sim.iam",
 			"private_key": string(pkcs8(t, rsaKey)), "token_uri": base + "/token"})
@@ -136,7 +145,7 @@ func newSender(t testing.TB, s *Sim, provider string, log *zap.Logger, timeout t
 }
 
 var channels = map[string]herald.Channel{Webhook: herald.ChannelWebhook, Twilio: herald.ChannelSMS, FCM: herald.ChannelPush,
-	APNs: herald.ChannelPush, SMTP: herald.ChannelEmail}
+	APNs: herald.ChannelPush, SMTP: herald.ChannelEmail, Vonage: herald.ChannelSMS, SendGrid: herald.ChannelEmail}
 
 // TestSendersAgainstSimulator runs the conformance suite for every sender against the
 // simulator: the simulator speaks each protocol well enough for every outcome.
@@ -150,7 +159,7 @@ func TestSendersAgainstSimulator(t *testing.T) {
 				if p == APNs {
 					tg.Platform = "APNS"
 				}
-				if p == SMTP {
+				if p == SMTP || p == Vonage { // no Retry-After in the protocol (Vonage: status 1 in a 200)
 					tg.RetryAfter = 0
 				}
 				if p == Twilio { // a Twilio 5xx may hide a queued message
@@ -237,4 +246,33 @@ func TestPushFanOutThroughSimulator(t *testing.T) {
 	require.Equal(t, senders.Transient, class, "an outage beats a gone token: retry later")
 	require.Equal(t, 2*time.Second, se.RetryAfter)
 	require.Equal(t, []string{"iphone-1"}, res.InvalidTokens)
+}
+
+// The Vonage and SendGrid endpoints refuse a request without credentials as the providers do
+// (Vonage: status 4 in a 200 answer; SendGrid: 401 with its errors array), and record it.
+func TestVonageAndSendGridCheckCredentials(t *testing.T) {
+	s := start(t, Config{})
+	base := "http://" + s.Addr()
+	resp, err := http.PostForm(base+"/sms/json", url.Values{"from": {"Herald"}, "to": {"15005550006"}, "text": {"hi"}, "client-ref": {"d-1"}})
+	require.NoError(t, err)
+	var v struct {
+		Messages []struct {
+			Status string `json:"status"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "4", v.Messages[0].Status)
+
+	resp, err = http.Post(base+"/v3/mail/send", "application/json", strings.NewReader(
+		`{"personalizations":[{"to":[{"email":"a@b.c"}]}],"from":{"email":"h@b.c"},"subject":"s","content":[{"type":"text/plain","value":"x"}],"custom_args":{"herald_delivery_id":"d-2"}}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	recs := s.Records("")
+	require.Len(t, recs, 2)
+	require.Equal(t, Record{Seq: 1, Provider: Vonage, Key: "d-1", Outcome: Rejected, Status: http.StatusOK, ReceivedAt: recs[0].ReceivedAt}, recs[0])
+	require.Equal(t, Record{Seq: 2, Provider: SendGrid, Key: "d-2", Outcome: Rejected, Status: http.StatusUnauthorized, ReceivedAt: recs[1].ReceivedAt}, recs[1])
 }
