@@ -1,10 +1,8 @@
 package main
 
 import (
-	"os"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -16,8 +14,7 @@ import (
 // A channel whose flag lists two providers is routed by health; one not listed is served by
 // its primary, as before routing; a channel with one provider keeps its sender.
 func TestRoutingSenders(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(stacktest.EnvRedis)})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, prefix := stacktest.Redis(t)
 	tw := &dispatch.MemorySender{ProviderName: "sms:twilio"}
 	vo := &dispatch.MemorySender{ProviderName: "sms:vonage"}
 	smtp := &dispatch.MemorySender{ProviderName: "email:smtp"}
@@ -29,16 +26,17 @@ func TestRoutingSenders(t *testing.T) {
 		herald.ChannelWebhook: {{Name: "webhook", Weight: 100, Sender: wh}},
 	}
 	var r routeFlags
-	out, rt, err := r.senders(routes, map[herald.Channel]bool{herald.ChannelSMS: true}, rdb, "herald:", zap.NewNop())
+	out, rt, err := r.senders(routes, map[herald.Channel]bool{herald.ChannelSMS: true}, rdb, prefix, zap.NewNop())
 	require.NoError(t, err)
 	require.NotNil(t, rt)
-	t.Cleanup(func() { _ = rt.Close() })
+	router := rt
+	t.Cleanup(func() { _ = router.Close() })
 	_, routed := out[herald.ChannelSMS].(dispatch.RoutedSender)
 	require.True(t, routed, "SMS is listed with two providers")
 	require.Same(t, smtp, out[herald.ChannelEmail], "EMAIL is not listed: its primary")
 	require.Same(t, wh, out[herald.ChannelWebhook])
 
-	out, rt, err = r.senders(routes, nil, rdb, "herald:", zap.NewNop())
+	out, rt, err = r.senders(routes, nil, rdb, prefix, zap.NewNop())
 	require.NoError(t, err)
 	require.Nil(t, rt, "nothing listed, nothing routed")
 	require.Same(t, tw, out[herald.ChannelSMS])
