@@ -326,7 +326,7 @@ func (l *lane) finish(ctx context.Context, r *row, attempt int, started time.Tim
 		if retry {
 			o.Status = herald.StatusPending
 			o.RetryIn = l.retryDelay(r, policy, attempt, retryAfter)
-			if class == senders.Transient && l.retryAtOnce(r, attempt, o.Provider) {
+			if l.retryAtOnce(r, attempt, o.Provider, o.AttemptClass) {
 				o.RetryIn = l.retryDelay(r, RetryPolicy{}, attempt, 0) // another account, now (quiet hours apart)
 			}
 		} else {

@@ -16,10 +16,11 @@ type RoutedSender interface {
 	// Route returns the sender of the account attempt a goes to. It always returns one:
 	// without its shared health (Redis unreachable) it routes by what it last knew.
 	Route(ctx context.Context, a RouteAttempt) Sender
-	// RetryAtOnce reports whether the retry after attempt a failed transiently on account
-	// skips the retry policy's backoff: the priority's policy says so and another account
-	// can take it now.
-	RetryAtOnce(a RouteAttempt, account string) bool
+	// RetryAtOnce reports whether the retry of a failed attempt skips the retry policy's
+	// backoff: it moves to another account that can take it now, and the priority's policy
+	// says so. a describes the retry: a.LastAccount and a.LastOutcome are the attempt that
+	// just failed.
+	RetryAtOnce(a RouteAttempt) bool
 }
 
 // RouteAttempt is what a RoutedSender is told of an attempt.
@@ -51,11 +52,12 @@ func route(ctx context.Context, r *row, sender Sender, att int) Sender {
 	return sender
 }
 
-// retryAtOnce reports whether the retry after attempt att of r, which failed transiently
-// on account, goes to another account without waiting (RoutedSender.RetryAtOnce).
-func (l *lane) retryAtOnce(r *row, att int, account string) bool {
+// retryAtOnce reports whether the retry after attempt att of r, which failed on account with
+// outcome class, goes to another account without waiting (RoutedSender.RetryAtOnce).
+func (l *lane) retryAtOnce(r *row, att int, account, class string) bool {
 	rs, ok := l.d.senders[r.Channel].(RoutedSender)
-	return ok && rs.RetryAtOnce(routeAttempt(r, att), account)
+	return ok && rs.RetryAtOnce(RouteAttempt{DeliveryID: r.ID, Channel: r.Channel, Priority: r.Priority,
+		Attempt: att + 1, LastAccount: account, LastOutcome: class})
 }
 
 // measuredRouted is measured for a RoutedSender: every account it routes to is measured as

@@ -199,9 +199,13 @@ func TestRetryRouting(t *testing.T) {
 	// An attempt the reaper logged (account unknown) goes by the shares.
 	require.Equal(t, "sms:twilio", p.send(t, herald.PriorityNormal, "", "AMBIGUOUS"))
 
-	require.True(t, p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: herald.PriorityHigh}, "sms:twilio"))
-	require.False(t, p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: herald.PriorityNormal}, "sms:twilio"))
-	require.False(t, p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: herald.PriorityLow}, "sms:twilio"))
+	retry := func(prio herald.Priority, outcome string) bool {
+		return p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: prio, LastAccount: "sms:twilio", LastOutcome: outcome})
+	}
+	require.True(t, retry(herald.PriorityHigh, "TRANSIENT"))
+	require.True(t, retry(herald.PriorityHigh, "AMBIGUOUS"), "HIGH's ambiguous retry moves, at once")
+	require.False(t, retry(herald.PriorityNormal, "TRANSIENT"))
+	require.False(t, retry(herald.PriorityLow, "TRANSIENT"))
 
 	// The primary at its last step: NORMAL's ambiguous retry still stays there.
 	p.out.down.Store(true)
@@ -214,7 +218,8 @@ func TestRetryRouting(t *testing.T) {
 	_, err := rdb.HSet(context.Background(), p.s.keys[1], "level", cfg.Steps, "probe_at", "99999999999999999").Result()
 	require.NoError(t, err)
 	p.send(t, herald.PriorityLow, "", "") // refresh the router's view
-	require.False(t, p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: herald.PriorityHigh}, "sms:twilio"))
+	require.False(t, p.s.RetryAtOnce(dispatch.RouteAttempt{Priority: herald.PriorityHigh, LastAccount: "sms:twilio",
+		LastOutcome: "TRANSIENT"}))
 }
 
 // A due probe goes to NORMAL or LOW work; HIGH takes it only when no other priority did for a

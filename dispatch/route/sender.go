@@ -128,10 +128,14 @@ func (s *Sender) Route(ctx context.Context, a dispatch.RouteAttempt) dispatch.Se
 	return s.accounts[i].plain
 }
 
-// RetryAtOnce implements dispatch.RoutedSender.
-func (s *Sender) RetryAtOnce(a dispatch.RouteAttempt, acct string) bool {
-	i, ok := s.index[acct]
-	if !ok || !s.r.cfg.RetryAtOnce[a.Priority] {
+// RetryAtOnce implements dispatch.RoutedSender: the priority's RetryAtOnce allows it, the
+// retry leaves its account (a transient error, or an ambiguous outcome that FailoverAmbiguous
+// lets move) and another account takes traffic.
+func (s *Sender) RetryAtOnce(a dispatch.RouteAttempt) bool {
+	cfg := s.r.cfg
+	i, ok := s.index[a.LastAccount]
+	moves := a.LastOutcome == "TRANSIENT" || (a.LastOutcome == "AMBIGUOUS" && cfg.FailoverAmbiguous[a.Priority])
+	if !ok || !moves || !cfg.RetryAtOnce[a.Priority] {
 		return false
 	}
 	for j, lv := range s.view.get() {
