@@ -13,8 +13,9 @@ import (
 // TestEndToEndSMSFailoverToVonage runs SMS routed between the simulator's Twilio (weight
 // 100) and Vonage (standby) over their real protocols while Twilio answers 503 to every call.
 // Twilio's 503 is ambiguous (the message may have been accepted), so HIGH moves to Vonage
-// and is delivered there once, while NORMAL stays on Twilio, as its policy says, and goes out
-// there once Twilio heals; Twilio's probes then bring SMS back to it.
+// and is delivered there once, while a NORMAL delivery that met Twilio stays there, as its
+// policy says, and goes out once Twilio heals (NORMAL first attempts after Twilio stepped
+// down go to Vonage); Twilio's probes then bring SMS back to it.
 func TestEndToEndSMSFailoverToVonage(t *testing.T) {
 	t.Parallel()
 	e := newE2EWith(t, 3, []string{"--sms-providers", "twilio=100,vonage=0", "--route-min-failures", "3",
@@ -30,19 +31,24 @@ func TestEndToEndSMSFailoverToVonage(t *testing.T) {
 		sent, _ := byPrio("HIGH")
 		return sent == len(outage)/2
 	})
-	_, final := byPrio("NORMAL")
-	require.Zero(t, final, "NORMAL waits for Twilio")
 	e.sim.setFaults(t, sim.Twilio, `{}`)
 	c := e.waitAllFinal(t, len(outage), 60*time.Second)
 	require.Equal(t, map[string]int{"SENT": len(outage)}, c)
 	got := delivered(e.sim.records(t))
 	for _, d := range outage {
-		want := sim.Vonage
-		if e.priorityOf(t, d.ID) == "NORMAL" {
-			want = sim.Twilio
+		require.Equal(t, 1, got[sim.Twilio][d.ID]+got[sim.Vonage][d.ID], "delivery %s delivered once", d.ID)
+		prio := e.priorityOf(t, d.ID)
+		if prio == "HIGH" {
+			require.Equal(t, 1, got[sim.Vonage][d.ID], "HIGH delivery %s by Vonage", d.ID)
 		}
-		require.Equal(t, 1, got[want][d.ID]+got[otherSMS(want)][d.ID], "delivery %s delivered once", d.ID)
-		require.Equal(t, 1, got[want][d.ID], "delivery %s by %s", d.ID, want)
+		// NORMAL: once an attempt was ambiguous at Twilio, every later one stays there.
+		pinned := false
+		for _, a := range e.attemptsOf(t, d.ID) {
+			if pinned {
+				require.Equal(t, "sms:twilio", a[1], "NORMAL delivery %s left Twilio after an ambiguous outcome", d.ID)
+			}
+			pinned = pinned || (prio == "NORMAL" && a[0] == "AMBIGUOUS" && a[1] == "sms:twilio")
+		}
 	}
 
 	n := 0
@@ -55,11 +61,20 @@ func TestEndToEndSMSFailoverToVonage(t *testing.T) {
 	t.Logf("Twilio takes SMS again after %d rounds of 4 notifications", n)
 }
 
-func otherSMS(p string) string {
-	if p == sim.Twilio {
-		return sim.Vonage
+// attemptsOf returns the outcome and provider account of each attempt of delivery id.
+func (e *e2e) attemptsOf(t *testing.T, id string) [][2]string {
+	rows, err := e.pool.Query(context.Background(), `SELECT outcome, coalesce(provider, '') FROM delivery_attempt
+		WHERE delivery_id = $1 ORDER BY attempt`, id)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var a [2]string
+		require.NoError(t, rows.Scan(&a[0], &a[1]))
+		out = append(out, a)
 	}
-	return sim.Twilio
+	require.NoError(t, rows.Err())
+	return out
 }
 
 func (e *e2e) priorityOf(t *testing.T, id string) string {
