@@ -20,14 +20,17 @@ type route struct {
 }
 
 // routeFor picks the sender and the rate-limit account of attempt of r: the sender of its
-// channel, under that sender's provider account. It is the one place the choice is made. No
-// sender for the channel is a permanent failure of the attempt.
-func (l *lane) routeFor(r *row, attempt int) (route, error) {
+// channel or, for a channel with several provider accounts (a RoutedSender, dispatch/route),
+// the account its router picks, under that account's name. It is the one place the choice is
+// made, before the rate-limit decision, so the limiter, the metrics and the attempt log all
+// count the account. No sender for the channel is a permanent failure of the attempt.
+func (l *lane) routeFor(ctx context.Context, r *row, attempt int) (route, error) {
 	s := l.d.senders[r.Channel]
 	if s == nil {
 		return route{}, senders.PermanentError("NO_SENDER",
 			errors.New("no sender configured for channel "+string(r.Channel)))
 	}
+	s = pickAccount(ctx, r, s, attempt)
 	return route{sender: s, account: s.Provider()}, nil
 }
 
@@ -38,7 +41,7 @@ func (l *lane) prepare(w *work) {
 	attempt := w.r.Attempts + 1
 	trace.SpanFromContext(w.ctx).SetAttributes(attribute.Int("herald.attempt", attempt),
 		attribute.String("herald.channel", string(w.r.Channel)))
-	if w.route, w.buildErr = l.routeFor(w.r, attempt); w.buildErr != nil {
+	if w.route, w.buildErr = l.routeFor(w.ctx, w.r, attempt); w.buildErr != nil {
 		return
 	}
 	m, err := w.r.message(w.ctx, l.d.cfg.Renderer, attempt)

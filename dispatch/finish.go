@@ -49,6 +49,9 @@ func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr err
 	if used < policy.MaxAttempts && (class == senders.Transient || class == senders.Ambiguous && *l.cfg.RetryAmbiguous) {
 		// The backoff restarts at its base after a re-drive.
 		o.Status, o.RetryIn = herald.StatusPending, l.retryDelay(w.r, policy, used, retryAfter)
+		if l.retryAtOnce(w.r, w.claimed.Attempt, o.Provider, string(o.AttemptClass)) {
+			o.RetryIn = l.retryDelay(w.r, RetryPolicy{}, used, 0) // another account, now (quiet hours apart)
+		}
 	} else {
 		o.Status = herald.StatusFailed
 	}

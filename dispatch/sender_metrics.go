@@ -36,6 +36,10 @@ func measure(ss map[herald.Channel]Sender, m *metrics) map[herald.Channel]Sender
 		if s == nil {
 			continue
 		}
+		if rs, ok := s.(RoutedSender); ok {
+			out[ch] = measuredRouted{RoutedSender: rs, m: m}
+			continue
+		}
 		if f, ok := s.(FanOutSender); ok {
 			out[ch] = measuredFanOut{measured: measured{Sender: s, m: m}, f: f}
 			continue

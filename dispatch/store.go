@@ -43,6 +43,7 @@ type row struct {
 	QuietEnd       pgtype.Time
 	PushTokens     json.RawMessage // [{"token":..,"platform":..}]
 	LastOutcome    *string         // outcome of attempt number Attempts, if logged after the last re-drive
+	LastProvider   *string         // provider account of attempt number Attempts, if known
 	RedriveBase    int             // attempts the row had when it was last re-driven (0: never); the budget counts those after
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
@@ -70,6 +71,7 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
        END,
        (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `
            AND a.attempt > d.attempts_at_redrive),
+       (SELECT a.provider FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `),
        d.attempts_at_redrive
 FROM delivery d
 JOIN notification n ON n.id = d.notification_id` + notifications + `
@@ -141,7 +143,7 @@ func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.RedriveBase)
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.LastProvider, &r.RedriveBase)
 	return r, err
 }
 

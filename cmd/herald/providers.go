@@ -15,8 +15,9 @@ import (
 // --email-providers (0: standby) and its sender. The routes of a channel are listed in the
 // order the flag gave them.
 //
-// Until dispatch routes between providers, a channel is served by its first route of the
-// highest weight (primaries); the others are built, validated and logged.
+// A channel whose flag lists two or more providers is routed by health between them
+// (routing.go, dispatch/route); any other channel is served by its first route of the
+// highest weight (primaries), the others built, validated and logged.
 type route struct {
 	Name    string
 	Account string

@@ -69,8 +69,8 @@ func (s *senderFlags) register(f *envFlags) {
 	f.String(&s.CAFile, "sender-ca-file", "", "PEM file of extra trusted roots for every provider connection (a private CA, the simulator's sim.pem)")
 	f.String(&s.PublicURL, "public-url", "", "the address providers reach herald's API listener at, e.g. https://herald.example.com: receipt URLs are built from it (Vonage's callback); empty: no per-message receipt URL is sent")
 	f.Strings(&s.Channels, "channels", nil, "channels this installation delivers (PUSH, EMAIL, SMS, WEBHOOK); a notification for another is suppressed channel_unavailable. Give every process the same. Default: with --senders providers the channels whose providers are configured, with --senders log every channel")
-	f.String(&s.SMSProviders, "sms-providers", "", "SMS providers and weights, e.g. twilio=100,vonage=0 (twilio, vonage; 0: standby; a name alone weighs 100). Until routing between providers lands, the first of the highest weight serves SMS. Default: the configured ones, the first (twilio, then vonage) at 100")
-	f.String(&s.EmailProviders, "email-providers", "", "EMAIL providers and weights, e.g. smtp=100,sendgrid=0 (smtp, sendgrid; as --sms-providers). Default: the configured ones, the first (smtp, then sendgrid) at 100")
+	f.String(&s.SMSProviders, "sms-providers", "", "SMS providers and weights, e.g. twilio=100,vonage=0 (twilio, vonage; 0: standby; a name alone weighs 100). Two or more listed: SMS is routed by health between them (docs/dispatch.md). Default: the configured ones, the first (twilio, then vonage) at 100, and the first alone serves SMS")
+	f.String(&s.EmailProviders, "email-providers", "", "EMAIL providers and weights, e.g. smtp=100,sendgrid=0 (smtp, sendgrid; as --sms-providers). Default: the configured ones, the first (smtp, then sendgrid) at 100, and the first alone serves EMAIL")
 
 	f.Bool(&s.WebhookEnabled, "webhook-enabled", false, "enable WEBHOOK (each webhook is signed with its API client's secret, see herald apikey)")
 	f.Bool(&s.Webhook.AllowHTTP, "webhook-allow-http", false, "allow plain http:// webhook URLs (development only)")

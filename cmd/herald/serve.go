@@ -52,6 +52,7 @@ type serveConfig struct {
 	Dispatch        dispatchFlags
 	Groups          groupFlags
 	Senders         senderFlags
+	Routing         routeFlags
 	Console         consoleFlags
 }
 
@@ -81,6 +82,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Dispatch.register(f)
 	c.Groups.register(f)
 	c.Senders.register(f)
+	c.Routing.register(f)
 	c.Console.register(f)
 }
 
@@ -406,7 +408,13 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 		return nil, nil, err
 	}
 	rdb := redis.NewClient(ropts)
-	d, err := dispatch.New(cfg, pool, rdb, primaries(routes), log)
+	var d *dispatch.Dispatcher
+	listed := map[herald.Channel]bool{herald.ChannelSMS: c.Senders.SMSProviders != "", herald.ChannelEmail: c.Senders.EmailProviders != ""}
+	snd, rt, err := c.Routing.senders(routes, listed, rdb, cfg.RedisPrefix, log)
+	if err == nil {
+		closeSenders = closeRouter(rt, closeSenders)
+		d, err = dispatch.New(cfg, pool, rdb, snd, log)
+	}
 	if err != nil {
 		rdb.Close()
 		closeSenders()
