@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/pushtoken"
 	"github.com/heraldhq/herald/internal/tracelog"
 	"github.com/heraldhq/herald/senders"
 )
@@ -106,7 +107,7 @@ func (l *lane) record(w *work, o delivery.Outcome) error {
 func (l *lane) dropTokens(w *work, tokens []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), dbWriteTimeout)
 	defer cancel()
-	n, err := dropPushTokens(ctx, l.d.pool, w.r.UserID, tokens)
+	n, err := pushtoken.Drop(ctx, l.d.pool, w.r.UserID, tokens)
 	if err != nil {
 		l.log.Warn("drop invalid push tokens", tracelog.Delivery(w.ctx, w.r.ID), zap.Error(err))
 	} else if n > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/partition"
+	"github.com/heraldhq/herald/internal/pushtoken"
 )
 
 // row is a delivery with what its send needs, read in one query.
@@ -64,11 +65,7 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
        t.content,
        c.email, c.phone, c.webhook_url, c.locale, c.time_zone,
        p.quiet_start, p.quiet_end,
-       CASE WHEN d.channel = 'PUSH' THEN (
-           SELECT coalesce(jsonb_agg(jsonb_build_object('token', pt.token, 'platform', pt.platform)
-                                     ORDER BY pt.created_at), '[]')
-           FROM push_token pt WHERE pt.user_id = n.user_id)
-       END,
+       CASE WHEN d.channel = 'PUSH' THEN ` + pushtoken.NotificationJSON + ` END,
        (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `
            AND a.attempt > d.attempts_at_redrive),
        (SELECT a.provider FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `),
@@ -145,16 +142,4 @@ func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
 		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.LastProvider, &r.RedriveBase)
 	return r, err
-}
-
-// dropTokensSQL removes push tokens a provider reported as no longer valid. It only touches
-// the user's stored tokens; tokens given inline in a notification are not stored.
-const dropTokensSQL = `DELETE FROM push_token WHERE user_id = $1 AND token = ANY($2)`
-
-func dropPushTokens(ctx context.Context, pool *pgxpool.Pool, userID int64, tokens []string) (int64, error) {
-	tag, err := pool.Exec(ctx, dropTokensSQL, userID, tokens)
-	if err != nil {
-		return 0, fmt.Errorf("drop %d invalid push tokens of user %d: %w", len(tokens), userID, err)
-	}
-	return tag.RowsAffected(), nil
 }
