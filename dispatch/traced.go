@@ -21,10 +21,22 @@ type tracedFanOut struct {
 	f FanOutSender
 }
 
+// tracedRouted is traced for a RoutedSender: the account it routes each attempt to is
+// traced as itself, so the span names the account, and routing still sees a RoutedSender.
+type tracedRouted struct{ RoutedSender }
+
+func (s tracedRouted) Route(ctx context.Context, a RouteAttempt) Sender {
+	return traced{s.RoutedSender.Route(ctx, a)}
+}
+
 // traceSends wraps every sender of ss with its span.
 func traceSends(ss map[herald.Channel]Sender) map[herald.Channel]Sender {
 	out := make(map[herald.Channel]Sender, len(ss))
 	for ch, s := range ss {
+		if rs, ok := s.(RoutedSender); ok {
+			out[ch] = tracedRouted{rs}
+			continue
+		}
 		if f, ok := s.(FanOutSender); ok {
 			out[ch] = tracedFanOut{traced: traced{s}, f: f}
 			continue

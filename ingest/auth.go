@@ -34,7 +34,7 @@ func (a *API) authorize(next http.Handler, anyOf ...apikey.Scope) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := apikey.BearerKey(r.Header.Get("Authorization"))
 		if !ok {
-			w.Header().Set("WWW-apikey.Authenticate", `Bearer realm="herald"`)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			writeProblem(w, newAPIError(http.StatusUnauthorized, codeUnauthorized, "a valid API key is required: Authorization: Bearer <key>"))
 			return
 		}
@@ -44,7 +44,7 @@ func (a *API) authorize(next http.Handler, anyOf ...apikey.Scope) http.Handler {
 			var err error
 			p.clientID, p.scopes, err = apikey.LookupHash(r.Context(), a.pool, h)
 			if errors.Is(err, apikey.ErrUnauthorized) {
-				w.Header().Set("WWW-apikey.Authenticate", `Bearer realm="herald", error="invalid_token"`)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
 				writeProblem(w, newAPIError(http.StatusUnauthorized, codeUnauthorized, "the API key is unknown or revoked"))
 				return
 			}
@@ -61,7 +61,7 @@ func (a *API) authorize(next http.Handler, anyOf ...apikey.Scope) http.Handler {
 			}
 		}
 		need := apikey.JoinScopes(anyOf)
-		w.Header().Set("WWW-apikey.Authenticate", `Bearer realm="herald", error="insufficient_scope", scope="`+strings.ReplaceAll(need, ",", " ")+`"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="insufficient_scope", scope="`+strings.ReplaceAll(need, ",", " ")+`"`)
 		writeProblem(w, newAPIError(http.StatusForbidden, codeInsufficientScope,
 			"this API key lacks the scope this route needs: "+strings.ReplaceAll(need, ",", " or ")))
 	})

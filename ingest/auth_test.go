@@ -42,7 +42,7 @@ func TestAuth(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			res := e.do(http.MethodPost, "/api/notifications", body, map[string]string{"Authorization": auth, "Idempotency-Key": name})
 			requireProblem(t, res, http.StatusUnauthorized, codeUnauthorized)
-			require.NotEmpty(t, res.header.Get("WWW-apikey.Authenticate"))
+			require.NotEmpty(t, res.header.Get("WWW-Authenticate"))
 			res = e.do(http.MethodGet, "/api/templates/otp", nil, map[string]string{"Authorization": auth})
 			requireProblem(t, res, http.StatusUnauthorized, codeUnauthorized)
 		})

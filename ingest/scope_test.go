@@ -137,7 +137,7 @@ func TestInsufficientScope(t *testing.T) {
 			for _, s := range rt.scopes {
 				require.Contains(t, p["detail"], string(s), "the detail names the needed scope")
 			}
-			require.Contains(t, res.header.Get("WWW-apikey.Authenticate"), `error="insufficient_scope"`)
+			require.Contains(t, res.header.Get("WWW-Authenticate"), `error="insufficient_scope"`)
 			require.Equal(t, before, snapshot(t, e), "a refused request changes nothing")
 
 			allowed := []string{e.newKey(rt.scopes[0]), operator}

@@ -311,7 +311,7 @@ func ids(ds []delivery) []string {
 func TestEndToEndKilledServe(t *testing.T) {
 	t.Parallel()
 	const users, n = 10, 300
-	e := newE2E(t, users, "--sim-latency", "all.min=5ms,all.median=20ms,all.p99=150ms")
+	e := newE2E(t, users, "--sim-latency", "all.min=20ms,all.median=60ms,all.p99=300ms")
 	first := e.first
 
 	ds := e.post(t, "kill", n, users, "SMS", "WEBHOOK")
