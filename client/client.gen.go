@@ -2180,8 +2180,11 @@ type Attempt struct {
 	Provider   *string        `json:"provider"`
 
 	// ProviderCode The provider's own code (`200`, `21211`, `UNREGISTERED`).
-	ProviderCode *string   `json:"providerCode"`
-	Started      time.Time `json:"started"`
+	ProviderCode *string `json:"providerCode"`
+
+	// RedriveId The operator re-drive the attempt ran under (`POST /api/redrives`); absent for an attempt before any.
+	RedriveId *openapi_types.UUID `json:"redriveId,omitempty"`
+	Started   time.Time           `json:"started"`
 }
 
 // AttemptOutcome defines model for Attempt.Outcome.
