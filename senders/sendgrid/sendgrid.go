@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +73,7 @@ func (c *Config) validate() (*mail.Address, error) {
 	case c.Timeout < 0:
 		return nil, errors.New("sendgrid: Timeout must not be negative")
 	}
-	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !senders.IsHTTPURL(c.BaseURL) {
 		return nil, fmt.Errorf("sendgrid: BaseURL %q: want an http(s) URL", c.BaseURL)
 	}
 	from, err := mail.ParseAddress(c.From)

@@ -68,11 +68,11 @@ func (c *Config) validate() error {
 	case c.Timeout < 0:
 		return errors.New("vonage: Timeout must not be negative")
 	}
-	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !senders.IsHTTPURL(c.BaseURL) {
 		return fmt.Errorf("vonage: BaseURL %q: want an http(s) URL", c.BaseURL)
 	}
 	if c.CallbackURL != "" {
-		if u, err := url.Parse(c.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !senders.IsHTTPURL(c.CallbackURL) {
 			return errors.New("vonage: CallbackURL: want an absolute http(s) URL")
 		}
 	}
