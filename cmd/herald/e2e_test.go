@@ -311,7 +311,12 @@ func ids(ds []delivery) []string {
 func TestEndToEndKilledServe(t *testing.T) {
 	t.Parallel()
 	const users, n = 10, 300
-	e := newE2E(t, users, "--sim-latency", "all.min=20ms,all.median=60ms,all.p99=300ms")
+	// Provider rate limits bound how fast the 600 deliveries can drain (at most about 80 a
+	// second over both channels, whatever the machine's speed), so the kill finds most of
+	// them still to send. A rate-limited delivery may wait in its lane, so the SENDING lease
+	// must cover that wait too.
+	e := newE2EWith(t, users, []string{"--rate-limits", "sms:twilio=40,webhook=40", "--relay-sending-lease", "20s"},
+		"--sim-latency", "all.min=20ms,all.median=60ms,all.p99=300ms")
 	first := e.first
 
 	ds := e.post(t, "kill", n, users, "SMS", "WEBHOOK")
