@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -110,88 +112,69 @@ var DefaultRateShares = map[herald.Priority]float64{
 	herald.PriorityHigh: 1.0, herald.PriorityNormal: 0.9, herald.PriorityLow: 0.6,
 }
 
-// withDefaults returns a copy of c with every zero field set to its default.
+// Defaults of Config's scalar fields.
+const (
+	DefaultRateWindowMargin  = 50 * time.Millisecond
+	DefaultDegradedProcesses = 4
+	DefaultRedisTimeout      = 250 * time.Millisecond
+	DefaultLagInterval       = 15 * time.Second
+	DefaultSendTimeout       = 30 * time.Second
+	DefaultShutdownTimeout   = 20 * time.Second
+	DefaultCommitInterval    = 200 * time.Millisecond
+)
+
+// withDefaults returns a copy of c with every zero field set to its default. Maps are copied.
 func (c Config) withDefaults() Config {
 	lanes := make(map[herald.Priority]LaneConfig, len(herald.Priorities))
 	for _, p := range herald.Priorities {
-		l, d := c.Lanes[p], DefaultLanes[p]
-		if l.Topic == "" {
-			l.Topic = herald.DefaultTopic(p)
-		}
-		if l.Group == "" {
-			l.Group = herald.DefaultConsumerGroup(p)
-		}
-		if l.Concurrency == 0 {
-			l.Concurrency = d.Concurrency
-		}
-		if l.RateWait == 0 {
-			l.RateWait = d.RateWait
-		}
-		if l.RetryAmbiguous == nil {
-			retry := p != herald.PriorityLow
-			l.RetryAmbiguous = &retry
-		}
-		lanes[p] = l
+		lanes[p] = c.Lanes[p].withDefaults(p)
 	}
 	c.Lanes = lanes
-
 	policies := make(map[herald.Channel]RetryPolicy, len(herald.Channels))
 	for _, ch := range herald.Channels {
-		rp := c.RetryPolicies[ch]
-		if rp.Base == 0 {
-			rp.Base = DefaultRetryPolicy.Base
-		}
-		if rp.Max == 0 {
-			rp.Max = DefaultRetryPolicy.Max
-		}
-		if rp.MaxAttempts == 0 {
-			rp.MaxAttempts = DefaultRetryPolicy.MaxAttempts
-		}
-		if rp.MaxRetryAfter == 0 {
-			rp.MaxRetryAfter = DefaultRetryPolicy.MaxRetryAfter
-		}
-		policies[ch] = rp
+		policies[ch] = c.RetryPolicies[ch].withDefaults()
 	}
 	c.RetryPolicies = policies
-
-	shares := make(map[herald.Priority]float64, len(herald.Priorities))
-	for _, p := range herald.Priorities {
-		s, ok := c.RateShares[p]
-		if !ok {
-			s = DefaultRateShares[p]
-		}
-		shares[p] = s
-	}
+	// An explicit share is kept as given (validate rejects one outside (0, 1]).
+	shares := maps.Clone(DefaultRateShares)
+	maps.Copy(shares, c.RateShares)
 	c.RateShares = shares
-
-	if c.RateWindowMargin == 0 {
-		c.RateWindowMargin = 50 * time.Millisecond
-	}
-	if c.DegradedProcesses == 0 {
-		c.DegradedProcesses = 4
-	}
-	if c.RedisTimeout == 0 {
-		c.RedisTimeout = 250 * time.Millisecond
-	}
-	if c.LagInterval <= 0 {
-		c.LagInterval = 15 * time.Second
-	}
-	if c.RedisPrefix == "" {
-		c.RedisPrefix = herald.DefaultRedisPrefix
-	}
-	if c.SendTimeout == 0 {
-		c.SendTimeout = 30 * time.Second
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 20 * time.Second
-	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = 200 * time.Millisecond
-	}
+	c.RateWindowMargin = cmp.Or(c.RateWindowMargin, DefaultRateWindowMargin)
+	c.DegradedProcesses = cmp.Or(c.DegradedProcesses, DefaultDegradedProcesses)
+	c.RedisTimeout = cmp.Or(c.RedisTimeout, DefaultRedisTimeout)
+	c.LagInterval = cmp.Or(max(c.LagInterval, 0), DefaultLagInterval)
+	c.RedisPrefix = cmp.Or(c.RedisPrefix, herald.DefaultRedisPrefix)
+	c.SendTimeout = cmp.Or(c.SendTimeout, DefaultSendTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	if c.Renderer == nil {
 		c.Renderer = DefaultRenderer{}
 	}
 	return c
+}
+
+// withDefaults returns l with every zero field set to priority p's default.
+func (l LaneConfig) withDefaults(p herald.Priority) LaneConfig {
+	d := DefaultLanes[p]
+	l.Topic = cmp.Or(l.Topic, herald.DefaultTopic(p))
+	l.Group = cmp.Or(l.Group, herald.DefaultConsumerGroup(p))
+	l.Concurrency = cmp.Or(l.Concurrency, d.Concurrency)
+	l.RateWait = cmp.Or(l.RateWait, d.RateWait)
+	if l.RetryAmbiguous == nil {
+		retry := p != herald.PriorityLow
+		l.RetryAmbiguous = &retry
+	}
+	return l
+}
+
+// withDefaults returns rp with every zero field set to DefaultRetryPolicy's.
+func (rp RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	rp.Base = cmp.Or(rp.Base, d.Base)
+	rp.Max = cmp.Or(rp.Max, d.Max)
+	rp.MaxAttempts = cmp.Or(rp.MaxAttempts, d.MaxAttempts)
+	rp.MaxRetryAfter = cmp.Or(rp.MaxRetryAfter, d.MaxRetryAfter)
+	return rp
 }
 
 // SendingHold is the longest a claimed delivery stays SENDING before its provider call has

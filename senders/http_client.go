@@ -1,6 +1,7 @@
 package senders
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -43,16 +44,12 @@ type HTTPConfig struct {
 	Resolver *net.Resolver
 }
 
-func (c *HTTPConfig) setDefaults() {
-	if c.MaxConnsPerHost == 0 {
-		c.MaxConnsPerHost = 64
-	}
-	if c.IdleConnTimeout == 0 {
-		c.IdleConnTimeout = 90 * time.Second
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	c.MaxConnsPerHost = cmp.Or(c.MaxConnsPerHost, 64)
+	c.IdleConnTimeout = cmp.Or(c.IdleConnTimeout, 90*time.Second)
+	c.DialTimeout = cmp.Or(c.DialTimeout, 5*time.Second)
+	return c
 }
 
 // NewHTTPClient returns a client with a pooled, HTTP/2-capable transport wrapped in otelhttp,
@@ -61,7 +58,7 @@ func (c *HTTPConfig) setDefaults() {
 // redirects a POST is misconfigured, and following would turn it into a GET. The HTTP(S)_PROXY
 // environment is honoured unless cfg.DialControl is set.
 func NewHTTPClient(provider string, cfg HTTPConfig) (*http.Client, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second, Control: cfg.DialControl, Resolver: cfg.Resolver}
 	proxy := http.ProxyFromEnvironment
 	if cfg.DialControl != nil {

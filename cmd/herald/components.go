@@ -84,8 +84,8 @@ func (d *dispatchFlags) register(f *envFlags) {
 		f.Float(d.shares[p], "rate-share-"+lp, dispatch.DefaultRateShares[p], "share of a provider's rate limit "+string(p)+" deliveries may use")
 	}
 	f.String(&d.rateLimits, "rate-limits", "", "provider rate limits in calls per second, e.g. sms:twilio=100,email:smtp=50")
-	f.Int(&d.cfg.DegradedProcesses, "degraded-processes", 4, "most dispatch processes at once; each takes limit/N while Redis is down")
-	f.Duration(&d.cfg.SendTimeout, "send-timeout", 30*time.Second, "timeout of one provider call")
+	f.Int(&d.cfg.DegradedProcesses, "degraded-processes", dispatch.DefaultDegradedProcesses, "most dispatch processes at once; each takes limit/N while Redis is down")
+	f.Duration(&d.cfg.SendTimeout, "send-timeout", dispatch.DefaultSendTimeout, "timeout of one provider call")
 	f.Duration(&d.retry.Base, "retry-base", dispatch.DefaultRetryPolicy.Base, "first retry delay's upper bound (full jitter)")
 	f.Duration(&d.retry.Max, "retry-max", dispatch.DefaultRetryPolicy.Max, "largest retry delay")
 	f.Int(&d.retry.MaxAttempts, "retry-max-attempts", dispatch.DefaultRetryPolicy.MaxAttempts, "attempts before a delivery ends FAILED")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -23,12 +22,12 @@ type routeFlags struct {
 
 func (r *routeFlags) register(f *envFlags) {
 	c := &r.cfg
-	f.Duration(&c.Window, "route-window", 10*time.Second, "window over which a provider account's failed calls are counted")
-	f.Int(&c.MinFailures, "route-min-failures", 5, "failed calls in one window before a provider account gives up a step of its traffic")
-	f.Float(&c.FailureRatio, "route-failure-ratio", 0.5, "share of the window's calls that must have failed too, in (0, 1]")
-	f.Int(&c.Steps, "route-steps", 4, "steps from a provider account's weight to no traffic (4: 25 % a step)")
-	f.Duration(&c.StepInterval, "route-step-interval", time.Second, "shortest time between two steps down of one provider account")
-	f.Duration(&c.ProbeInterval, "route-probe-interval", 5*time.Second, "time between two half-open probes of a degraded provider account; each success gives back one step")
+	f.Duration(&c.Window, "route-window", droute.DefaultWindow, "window over which a provider account's failed calls are counted")
+	f.Int(&c.MinFailures, "route-min-failures", droute.DefaultMinFailures, "failed calls in one window before a provider account gives up a step of its traffic")
+	f.Float(&c.FailureRatio, "route-failure-ratio", droute.DefaultFailureRatio, "share of the window's calls that must have failed too, in (0, 1]")
+	f.Int(&c.Steps, "route-steps", droute.DefaultSteps, "steps from a provider account's weight to no traffic (4: 25 % a step)")
+	f.Duration(&c.StepInterval, "route-step-interval", droute.DefaultStepInterval, "shortest time between two steps down of one provider account")
+	f.Duration(&c.ProbeInterval, "route-probe-interval", droute.DefaultProbeInterval, "time between two half-open probes of a degraded provider account; each success gives back one step")
 }
 
 // senders returns the sender dispatch gets for each channel: a routed one over the routes of

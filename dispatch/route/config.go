@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -65,39 +66,33 @@ var (
 	}
 )
 
+// Defaults of Config's scalar fields.
+const (
+	DefaultWindow        = 10 * time.Second
+	DefaultMinFailures   = 5
+	DefaultFailureRatio  = 0.5
+	DefaultSteps         = 4
+	DefaultStepInterval  = time.Second
+	DefaultProbeInterval = 5 * time.Second
+	DefaultRedisTimeout  = 250 * time.Millisecond
+	DefaultRedisRetry    = 500 * time.Millisecond
+	DefaultStateTTL      = time.Hour
+)
+
+// withDefaults returns c with every zero field set to its default. Maps are copied.
 func (c Config) withDefaults() Config {
-	if c.Window == 0 {
-		c.Window = 10 * time.Second
-	}
-	if c.MinFailures == 0 {
-		c.MinFailures = 5
-	}
-	if c.FailureRatio == 0 {
-		c.FailureRatio = 0.5
-	}
-	if c.Steps == 0 {
-		c.Steps = 4
-	}
-	if c.StepInterval == 0 {
-		c.StepInterval = time.Second
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = 5 * time.Second
-	}
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.MinFailures = cmp.Or(c.MinFailures, DefaultMinFailures)
+	c.FailureRatio = cmp.Or(c.FailureRatio, DefaultFailureRatio)
+	c.Steps = cmp.Or(c.Steps, DefaultSteps)
+	c.StepInterval = cmp.Or(c.StepInterval, DefaultStepInterval)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
 	c.FailoverAmbiguous = withPolicyDefaults(c.FailoverAmbiguous, DefaultFailoverAmbiguous)
 	c.RetryAtOnce = withPolicyDefaults(c.RetryAtOnce, DefaultRetryAtOnce)
-	if c.RedisPrefix == "" {
-		c.RedisPrefix = "herald:"
-	}
-	if c.RedisTimeout == 0 {
-		c.RedisTimeout = 250 * time.Millisecond
-	}
-	if c.RedisRetry == 0 {
-		c.RedisRetry = 500 * time.Millisecond
-	}
-	if c.StateTTL == 0 {
-		c.StateTTL = time.Hour
-	}
+	c.RedisPrefix = cmp.Or(c.RedisPrefix, herald.DefaultRedisPrefix)
+	c.RedisTimeout = cmp.Or(c.RedisTimeout, DefaultRedisTimeout)
+	c.RedisRetry = cmp.Or(c.RedisRetry, DefaultRedisRetry)
+	c.StateTTL = cmp.Or(c.StateTTL, DefaultStateTTL)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,16 +36,12 @@ const (
 	DefaultRate         = 5000
 )
 
-func (c *Config) setDefaults() {
-	if c.LotSize == 0 {
-		c.LotSize = DefaultLotSize
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.LotSize = cmp.Or(c.LotSize, DefaultLotSize)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	return c
 }
 
 func (c *Config) validate() error {
@@ -72,7 +69,7 @@ type Executor struct {
 
 // New returns an executor over pool, a migrated herald database.
 func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Executor, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

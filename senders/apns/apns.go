@@ -5,6 +5,7 @@ package apns
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,19 +52,13 @@ type Config struct {
 	HTTP senders.HTTPConfig
 }
 
-func (c *Config) setDefaults() {
-	if c.BaseURL == "" {
-		c.BaseURL = Production
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.TokenTTL == 0 {
-		c.TokenTTL = 50 * time.Minute
-	}
-	if c.Provider == "" {
-		c.Provider = "push:apns"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.BaseURL = cmp.Or(c.BaseURL, Production)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.TokenTTL = cmp.Or(c.TokenTTL, 50*time.Minute)
+	c.Provider = cmp.Or(c.Provider, "push:apns")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -91,7 +86,7 @@ type Sender struct {
 
 // New returns an APNs sender.
 func New(cfg Config, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package fcm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,25 +56,14 @@ type Config struct {
 // DefaultBaseURL is the root of FCM's HTTP v1 API.
 const DefaultBaseURL = "https://fcm.googleapis.com"
 
-func (c *Config) setDefaults(sa serviceAccount) {
-	if c.ProjectID == "" {
-		c.ProjectID = sa.ProjectID
-	}
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	if c.TokenURL == "" {
-		c.TokenURL = sa.TokenURI
-	}
-	if c.TokenURL == "" {
-		c.TokenURL = "https://oauth2.googleapis.com/token"
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.Provider == "" {
-		c.Provider = "push:fcm"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults(sa serviceAccount) Config {
+	c.ProjectID = cmp.Or(c.ProjectID, sa.ProjectID)
+	c.BaseURL = cmp.Or(c.BaseURL, DefaultBaseURL)
+	c.TokenURL = cmp.Or(c.TokenURL, sa.TokenURI, "https://oauth2.googleapis.com/token")
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.Provider = cmp.Or(c.Provider, "push:fcm")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -117,7 +107,7 @@ func New(cfg Config, log *zap.Logger) (*Sender, error) {
 	if _, err := gojwt.ParseRSAPrivateKeyFromPEM([]byte(sa.PrivateKey)); err != nil {
 		return nil, errors.New("fcm: the credentials' private_key is not a PEM RSA key")
 	}
-	cfg.setDefaults(sa)
+	cfg = cfg.withDefaults(sa)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

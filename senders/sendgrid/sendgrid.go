@@ -12,6 +12,7 @@ package sendgrid
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,16 +53,12 @@ const DefaultBaseURL = "https://api.sendgrid.com"
 // idempotency key; it echoes custom_args in every Event Webhook event of the message.
 const DeliveryIDArg = "herald_delivery_id"
 
-func (c *Config) setDefaults() {
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.Provider == "" {
-		c.Provider = "email:sendgrid"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.BaseURL = cmp.Or(c.BaseURL, DefaultBaseURL)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.Provider = cmp.Or(c.Provider, "email:sendgrid")
+	return c
 }
 
 func (c *Config) validate() (*mail.Address, error) {
@@ -94,7 +91,7 @@ type Sender struct {
 
 // New returns a SendGrid sender.
 func New(cfg Config, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	from, err := cfg.validate()
 	if err != nil {
 		return nil, err

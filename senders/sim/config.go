@@ -7,6 +7,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -82,16 +83,12 @@ type Faults struct {
 // DefaultMaxRecords is Config.MaxRecords's default.
 const DefaultMaxRecords = 1_000_000
 
-func (c *Config) setDefaults() {
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:8090"
-	}
-	if c.MaxRecords == 0 {
-		c.MaxRecords = DefaultMaxRecords
-	}
-	if c.Seed == 0 {
-		c.Seed = uint64(time.Now().UnixNano())
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8090")
+	c.MaxRecords = cmp.Or(c.MaxRecords, DefaultMaxRecords)
+	c.Seed = cmp.Or(c.Seed, uint64(time.Now().UnixNano()))
+	return c
 }
 
 // DefaultConfig returns the configuration `herald sim` starts with.

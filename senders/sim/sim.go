@@ -32,7 +32,7 @@ type Sim struct {
 // New builds the simulator and binds its listeners (so that Addr and friends are known
 // before Run, and port 0 works). Run serves them; call it, or the listeners stay open.
 func New(cfg Config, log *zap.Logger) (*Sim, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

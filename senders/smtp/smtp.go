@@ -4,6 +4,7 @@
 package smtp
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -66,28 +67,16 @@ type Config struct {
 // DefaultMaxConns is Config.MaxConns's default.
 const DefaultMaxConns = 4
 
-func (c *Config) setDefaults() {
-	if c.TLSPolicy == "" {
-		c.TLSPolicy = TLSMandatory
-	}
-	if c.Port == 0 {
-		c.Port = 587
-	}
-	if c.MessageIDDomain == "" {
-		c.MessageIDDomain = "herald"
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 30 * time.Second
-	}
-	if c.Provider == "" {
-		c.Provider = "email:smtp"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.TLSPolicy = cmp.Or(c.TLSPolicy, TLSMandatory)
+	c.Port = cmp.Or(c.Port, 587)
+	c.MessageIDDomain = cmp.Or(c.MessageIDDomain, "herald")
+	c.Timeout = cmp.Or(c.Timeout, 30*time.Second)
+	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 30*time.Second)
+	c.Provider = cmp.Or(c.Provider, "email:smtp")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -121,7 +110,7 @@ type Sender struct {
 
 // New returns an SMTP sender. It does not connect until the first Send.
 func New(cfg Config, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@
 package twilio
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,19 +45,13 @@ type Config struct {
 // DefaultBaseURL is the root of Twilio's API.
 const DefaultBaseURL = "https://api.twilio.com"
 
-func (c *Config) setDefaults() {
-	if c.Username == "" {
-		c.Username = c.AccountSID
-	}
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.Provider == "" {
-		c.Provider = "sms:twilio"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Username = cmp.Or(c.Username, c.AccountSID)
+	c.BaseURL = cmp.Or(c.BaseURL, DefaultBaseURL)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.Provider = cmp.Or(c.Provider, "sms:twilio")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -86,7 +81,7 @@ type Sender struct {
 
 // New returns a Twilio sender.
 func New(cfg Config, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@
 package vonage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,16 +46,12 @@ type Config struct {
 // DefaultBaseURL is the SMS API's root.
 const DefaultBaseURL = "https://rest.nexmo.com"
 
-func (c *Config) setDefaults() {
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.Provider == "" {
-		c.Provider = "sms:vonage"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.BaseURL = cmp.Or(c.BaseURL, DefaultBaseURL)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.Provider = cmp.Or(c.Provider, "sms:vonage")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -89,7 +86,7 @@ type Sender struct {
 
 // New returns a Vonage sender.
 func New(cfg Config, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,16 +48,12 @@ type Config struct {
 	HTTP senders.HTTPConfig
 }
 
-func (c *Config) setDefaults() {
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = "herald-webhook/1"
-	}
-	if c.Provider == "" {
-		c.Provider = "webhook"
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.UserAgent = cmp.Or(c.UserAgent, "herald-webhook/1")
+	c.Provider = cmp.Or(c.Provider, "webhook")
+	return c
 }
 
 func (c *Config) validate() error {
@@ -84,7 +81,7 @@ type Sender struct {
 
 // New returns a webhook sender that signs with the secrets of each message's API client.
 func New(cfg Config, secrets Secrets, log *zap.Logger) (*Sender, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
