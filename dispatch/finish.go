@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/pushtoken"
+	"github.com/heraldhq/herald/internal/sleep"
 	"github.com/heraldhq/herald/internal/tracelog"
 	"github.com/heraldhq/herald/senders"
 )
@@ -87,7 +88,7 @@ func (l *lane) record(w *work, o delivery.Outcome) error {
 		switch {
 		case err != nil && unreachable(err):
 			l.log.Warn("record outcome: database unreachable, retrying", fields(err)...)
-			if !sleep(w.ctx, backoff) {
+			if sleep.For(w.ctx, backoff) != nil {
 				return err
 			}
 			continue

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/sleep"
 )
 
 // revokeWait bounds how long a revoke waits for the revoked partitions' in-flight
@@ -128,7 +129,7 @@ func (l *lane) poll(ctx, workCtx context.Context, w *workers) {
 		recs := fetches.Records()
 		if len(recs) == 0 && len(fetches.Errors()) > 0 {
 			// Kafka is unreachable or the group is rebalancing: do not spin on errors.
-			sleep(ctx, time.Second)
+			_ = sleep.For(ctx, time.Second)
 			continue
 		}
 		items := make([]batchItem, len(recs))

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhq/herald/internal/sleep"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -60,14 +61,8 @@ func (s *MemorySender) Send(ctx context.Context, m *senders.Message) (senders.Re
 	if s.OnCall != nil {
 		s.OnCall(m)
 	}
-	if s.Latency > 0 {
-		t := time.NewTimer(s.Latency)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return senders.Result{}, senders.AmbiguousError("TIMEOUT", ctx.Err())
-		}
+	if err := sleep.For(ctx, s.Latency); s.Latency > 0 && err != nil {
+		return senders.Result{}, senders.AmbiguousError("TIMEOUT", err)
 	}
 	if s.Behave != nil {
 		return s.Behave(ctx, m, n)

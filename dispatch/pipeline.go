@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/sleep"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -90,7 +91,7 @@ func (l *lane) runBatch(ctx context.Context, items []batchItem, finish func(batc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !sleep(ctx, wait) {
+			if sleep.For(ctx, wait) != nil {
 				end(w, resDone)
 				return
 			}
@@ -222,19 +223,4 @@ func (l *lane) failed(w *work) (time.Duration, bool) {
 	wait := max(w.backoff, 100*time.Millisecond)
 	w.backoff = min(2*wait, 5*time.Second)
 	return wait, true
-}
-
-// sleep waits d, or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

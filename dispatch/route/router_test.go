@@ -79,6 +79,24 @@ func (p *pair) levels(t *testing.T) []int {
 	return lv
 }
 
+// watchSteps sends NORMAL attempts until the primary's level is last, and returns each level
+// it saw, starting with the current one, with the time the health script stored with it
+// (Redis's clock), not the time the test happened to see it.
+func (p *pair) watchSteps(t *testing.T, what string, last int) (seen []int, stepped []time.Duration) {
+	t.Helper()
+	seen, stepped = []int{p.levels(t)[0]}, []time.Duration{0}
+	heraldtest.WaitForEvery(t, 10*time.Second, 2*time.Millisecond, what, func() bool {
+		p.send(t, herald.PriorityNormal, "", "")
+		if lv := p.levels(t)[0]; lv != seen[len(seen)-1] {
+			at, err := p.rdb.HGet(context.Background(), p.s.keys[0], "stepped").Int64()
+			require.NoError(t, err)
+			seen, stepped = append(seen, lv), append(stepped, time.Duration(at)*time.Microsecond)
+		}
+		return seen[len(seen)-1] == last
+	})
+	return seen, stepped
+}
+
 // A burst of 503s moves the primary's traffic to the standby one step at a time (never all
 // at once), and once the primary answers again, half-open probes give the steps back one by
 // one until the configured weights hold again.
@@ -89,18 +107,11 @@ func TestOutageStepsDownAndProbesStepBack(t *testing.T) {
 	p := newPair(t, cfg, rdb, prefix)
 
 	p.out.down.Store(true)
-	seen := []int{0}
-	stepAt := []time.Time{time.Now()}
-	heraldtest.WaitForEvery(t, 10*time.Second, 2*time.Millisecond, "the primary to reach its last step", func() bool {
-		p.send(t, herald.PriorityNormal, "", "")
-		if lv := p.levels(t)[0]; lv != seen[len(seen)-1] {
-			seen, stepAt = append(seen, lv), append(stepAt, time.Now())
-		}
-		return seen[len(seen)-1] == cfg.Steps
-	})
+	seen, stepped := p.watchSteps(t, "the primary to reach its last step", cfg.Steps)
 	require.Equal(t, []int{0, 1, 2, 3, 4}, seen, "one step at a time")
-	for i := 2; i < len(stepAt); i++ {
-		require.GreaterOrEqual(t, stepAt[i].Sub(stepAt[i-1]), cfg.StepInterval, "steps at most one per StepInterval")
+	for i := 2; i < len(stepped); i++ {
+		require.GreaterOrEqual(t, stepped[i]-stepped[i-1], cfg.StepInterval,
+			"steps at most one per StepInterval")
 	}
 	require.InDeltaSlice(t, []float64{0, 1}, shares(p.s.weights, p.levels(t), cfg.Steps), 1e-9)
 	require.Equal(t, "sms:vonage", p.send(t, herald.PriorityNormal, "", ""), "at the last step only probes reach the primary")
@@ -115,19 +126,11 @@ func TestOutageStepsDownAndProbesStepBack(t *testing.T) {
 
 	// Recovered: each probe that succeeds gives back one step.
 	p.out.down.Store(false)
-	seen = []int{cfg.Steps}
-	stepAt = []time.Time{time.Now()}
-	heraldtest.WaitForEvery(t, 10*time.Second, 2*time.Millisecond, "the primary back at its weight", func() bool {
-		p.send(t, herald.PriorityNormal, "", "")
-		if lv := p.levels(t)[0]; lv != seen[len(seen)-1] {
-			seen, stepAt = append(seen, lv), append(stepAt, time.Now())
-		}
-		return seen[len(seen)-1] == 0
-	})
+	seen, stepped = p.watchSteps(t, "the primary back at its weight", 0)
 	require.Equal(t, []int{4, 3, 2, 1, 0}, seen, "one step back per successful probe")
 	// The probes are claimed at least ProbeInterval apart; their outcomes are recorded a
 	// call later, so one gap can look shorter than another, not all of them together.
-	require.GreaterOrEqual(t, stepAt[len(stepAt)-1].Sub(stepAt[1]), 3*cfg.ProbeInterval-50*time.Millisecond,
+	require.GreaterOrEqual(t, stepped[len(stepped)-1]-stepped[1], 3*cfg.ProbeInterval-50*time.Millisecond,
 		"one probe per ProbeInterval")
 	require.InDeltaSlice(t, []float64{1, 0}, shares(p.s.weights, p.levels(t), cfg.Steps), 1e-9)
 	for range 50 {
