@@ -33,6 +33,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
+	"github.com/heraldhq/herald/internal/redrive"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders"
 )
@@ -56,6 +57,8 @@ type options struct {
 	poolConns    int32 // the ingest and dispatch pool
 	expander     bool  // also run the campaign expander, as every ingest process does
 	campaignRate int   // the expander's pace in deliveries/s; 0: herald's default, -1: unpaced
+	redrive      bool  // also run the re-drive executor, as every ingest process does
+	redriveRate  int   // the executor's pace in deliveries/s; 0: herald's default, -1: unpaced
 	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
 	tracer *sdktrace.TracerProvider
 }
@@ -129,6 +132,11 @@ func startStack(b *testing.B, o options) *stack {
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}
+	if o.redrive {
+		x, err := redrive.New(redrive.Config{Rate: o.redriveRate}, s.pool, log)
+		heraldtest.Must(b, err)
+		runs = append(runs, x.Run)
+	}
 	for _, run := range runs {
 		s.wg.Add(1)
 		go func() {
@@ -163,15 +171,21 @@ func (s *stack) insertBacklog(b *testing.B, n int) {
 	s.insertBacklogAs(b, n, herald.PriorityLow)
 }
 
-// insertBacklogAs is insertBacklog with another priority: each transaction inserts one
-// delivery through the real insert and clones it (deliverytest.Backlog).
-func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority) {
+// insertBacklogAs is insertBacklog with another priority (and, given, another status with
+// one attempt made): each transaction inserts one delivery through the real insert and
+// clones it (deliverytest.Backlog).
+func (s *stack) insertBacklogAs(b *testing.B, n int, prio herald.Priority, status ...herald.Status) {
 	b.Helper()
 	var clientID string
 	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
+	st, attempts := herald.StatusPending, 0
+	if len(status) > 0 {
+		st, attempts = status[0], 1
+	}
 	for from := 0; from < n; from += 10000 {
 		deliverytest.Backlog(b, s.pool, min(10000, n-from), deliverytest.Spec{ClientID: clientID, UserID: 1,
-			Template: "bench", Category: "bench", Recipient: `{"phone":"+15550000000"}`, Channel: herald.ChannelSMS, Priority: prio})
+			Template: "bench", Category: "bench", Recipient: `{"phone":"+15550000000"}`, Channel: herald.ChannelSMS, Priority: prio,
+			Status: st, Attempts: attempts})
 	}
 }
 
