@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/heraldtest"
-	"github.com/heraldhq/herald/senders"
 )
 
 // BenchmarkScenarioOTPUnderCampaign is the suite's otp-under-campaign scenario: HIGH OTPs,
@@ -53,36 +51,8 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	s.addUsers(b, users)
 	loadBefore := loadAverage()
 
-	var mu sync.Mutex
-	called := map[string]time.Time{} // HIGH delivery id → its first provider call
-	due := map[string]time.Time{}    // HIGH delivery id → when its POST was due
-	var lowSent, highSent, refused atomic.Int64
-	s.sender.OnCall = func(m *senders.Message) {
-		if m.Priority != herald.PriorityHigh {
-			lowSent.Add(1)
-			return
-		}
-		now := time.Now()
-		mu.Lock()
-		if _, ok := called[m.DeliveryID]; !ok {
-			called[m.DeliveryID] = now
-			highSent.Add(1)
-		}
-		mu.Unlock()
-	}
-
-	// Warm up: the first call to a provider account waits one rate-limit window (the
-	// limiter's guard, dispatch/rate_limit.go), which a running herald has long paid.
-	for i := range 5 {
-		if _, why := s.postNotification(ctx, fmt.Sprintf("warm-%d", i), herald.PriorityHigh, nil); why != "" {
-			b.Fatalf("warm-up POST: %s", why)
-		}
-	}
-	heraldtest.WaitFor(b, time.Minute, "the warm-up HIGH sent", func() bool { return highSent.Load() >= 5 })
-	mu.Lock()
-	clear(called)
-	highSent.Store(0)
-	mu.Unlock()
+	hc := watchHigh(ctx, b, s)
+	var refused atomic.Int64
 
 	b.ResetTimer()
 	start := time.Now()
@@ -115,7 +85,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		}
 	}()
 	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
-		return fmt.Sprintf("expanded %d of %d users; HIGH sent %d; LOW sent %d", expanded.Load(), users, highSent.Load(), lowSent.Load())
+		return fmt.Sprintf("expanded %d of %d users; HIGH sent %d; LOW sent %d", expanded.Load(), users, hc.high.Load(), hc.low.Load())
 	})
 
 	deadline := start.Add(15 * time.Minute)
@@ -132,9 +102,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 			refused.Add(1) // a figure; its latency is unknown, so it is left out of the histograms
 			return
 		}
-		mu.Lock()
-		due[id] = at
-		mu.Unlock()
+		hc.posted(id, at)
 	})
 	if expandedAt.Load() == nil {
 		b.Fatalf("campaign of %d users still expanding after %s", users, time.Since(start).Round(time.Second))
@@ -142,26 +110,11 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	// Every HIGH sent, or 2 minutes; one still waiting then counts at the time it has waited
 	// (a lower bound) and as a figure, so that an overloaded run still reports.
 	highWait := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(highWait) {
-		mu.Lock()
-		all := len(called) >= len(due)
-		mu.Unlock()
-		if all {
-			break
-		}
+	for time.Now().Before(highWait) && !hc.allCalled() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	b.StopTimer()
-	gaveUp := time.Now()
-	mu.Lock()
-	unsent := 0
-	for id := range due {
-		if _, ok := called[id]; !ok {
-			called[id] = gaveUp
-			unsent++
-		}
-	}
-	mu.Unlock()
+	unsent := hc.giveUp(time.Now())
 	r.Add(result.Figure{Name: "HIGH not sent 2 min after the last POST", Value: float64(unsent), Unit: "count", Better: "lower", Target: "= 0"})
 	if unsent > 0 {
 		r.Note("%d HIGH notifications were not sent 2 min after the last POST; they count in the latencies at the time "+
@@ -198,14 +151,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		from, to time.Time
 	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
 		h := result.NewLatency()
-		mu.Lock()
-		for id, at := range due {
-			if !at.Before(ph.from) && at.Before(ph.to) {
-				record(h, called[id].Sub(at))
-				highPerSecond.record(at, called[id].Sub(at))
-			}
-		}
-		mu.Unlock()
+		hc.latencies(h, ph.from, ph.to, highPerSecond.record)
 		var inPhase []dispatch.Call
 		low := 0
 		for _, c := range calls {

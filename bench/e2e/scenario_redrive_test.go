@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/heraldtest"
-	"github.com/heraldhq/herald/senders"
 )
 
 // BenchmarkScenarioHighDuringRedrive is the suite's high-during-redrive scenario: an operator
@@ -51,33 +49,8 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 	s.insertFailed(b, n)
 	loadBefore := loadAverage()
 
-	var mu sync.Mutex
-	called := map[string]time.Time{}
-	due := map[string]time.Time{}
-	var highSent, lowSent, refused atomic.Int64
-	s.sender.OnCall = func(m *senders.Message) {
-		if m.Priority != herald.PriorityHigh {
-			lowSent.Add(1)
-			return
-		}
-		now := time.Now()
-		mu.Lock()
-		if _, ok := called[m.DeliveryID]; !ok {
-			called[m.DeliveryID] = now
-			highSent.Add(1)
-		}
-		mu.Unlock()
-	}
-	for i := range 5 {
-		if _, why := s.postNotification(ctx, fmt.Sprintf("warm-%d", i), herald.PriorityHigh, nil); why != "" {
-			b.Fatalf("warm-up POST: %s", why)
-		}
-	}
-	heraldtest.WaitFor(b, time.Minute, "the warm-up HIGH sent", func() bool { return highSent.Load() >= 5 })
-	mu.Lock()
-	clear(called)
-	highSent.Store(0)
-	mu.Unlock()
+	hc := watchHigh(ctx, b, s)
+	var refused atomic.Int64
 
 	b.ResetTimer()
 	start := time.Now()
@@ -106,7 +79,7 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 		}
 	}()
 	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
-		return fmt.Sprintf("re-armed %d of %d; HIGH sent %d; LOW sent %d", redriven.Load(), n, highSent.Load(), lowSent.Load())
+		return fmt.Sprintf("re-armed %d of %d; HIGH sent %d; LOW sent %d", redriven.Load(), n, hc.high.Load(), hc.low.Load())
 	})
 	deadline := start.Add(15 * time.Minute)
 	posted := openLoop(ctx, start, highRate, func(at time.Time) bool {
@@ -120,18 +93,12 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 			refused.Add(1)
 			return
 		}
-		mu.Lock()
-		due[id] = at
-		mu.Unlock()
+		hc.posted(id, at)
 	})
 	if doneAt.Load() == nil {
 		b.Fatalf("re-drive of %d still running after %s", n, time.Since(start).Round(time.Second))
 	}
-	heraldtest.WaitFor(b, 2*time.Minute, "every HIGH sent", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(called) >= len(due)
-	})
+	heraldtest.WaitFor(b, 2*time.Minute, "every HIGH sent", hc.allCalled)
 	b.StopTimer()
 	progress()
 	stop()
@@ -149,13 +116,7 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 		from, to time.Time
 	}{{"re-drive", start, end}, {"drain", end, end.Add(drain)}} {
 		h := result.NewLatency()
-		mu.Lock()
-		for id, at := range due {
-			if !at.Before(ph.from) && at.Before(ph.to) {
-				record(h, called[id].Sub(at))
-			}
-		}
-		mu.Unlock()
+		hc.latencies(h, ph.from, ph.to)
 		low := 0
 		for _, c := range calls {
 			if !c.At.Before(ph.from) && c.At.Before(ph.to) && c.Message.Priority == herald.PriorityLow {
