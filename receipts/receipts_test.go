@@ -265,4 +265,3 @@ func TestReceiptBeforeSendCommit(t *testing.T) {
 		})
 	}
 }
-

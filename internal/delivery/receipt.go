@@ -61,7 +61,7 @@ const lockForReceiptSQL = `SELECT status FROM delivery WHERE id = $1::uuid FOR N
 
 // receiptSQL is the receipt transition: SENT → DELIVERED | UNDELIVERED ($5), the
 // compare-and-set from SENT only; a receipt of a delivery already DELIVERED or UNDELIVERED, or
-// a step on the way ($5 = ''), only joins the log. The receipt joins the receipts log unless
+// a step on the way ($5 = ”), only joins the log. The receipt joins the receipts log unless
 // the same (provider, status, code) is in it already (a duplicate matches nothing and
 // changes nothing) or the log is full.
 var receiptSQL = `
