@@ -63,13 +63,18 @@ const lockForReceiptSQL = `SELECT status FROM delivery WHERE id = $1::uuid FOR N
 // compare-and-set from SENT only; a receipt of a delivery already DELIVERED or UNDELIVERED, or
 // a step on the way ($5 = ”), only joins the log. The receipt joins the receipts log unless
 // the same (provider, status, code) is in it already (a duplicate matches nothing and
-// changes nothing) or the log is full.
+// changes nothing) or the log is full. An UNDELIVERED delivery's last_error is the
+// provider's code (or its status word without one). The status change writes its event
+// (herald.delivery.delivered / .undelivered) through the delivery_status_event trigger, in
+// this transaction.
 var receiptSQL = `
 WITH r AS (
     SELECT jsonb_build_object('provider', $2::text, 'status', $3::text, 'code', $4::text) AS k,
            $5::text AS result)
 UPDATE delivery AS d
    SET status = CASE WHEN d.status = 'SENT' AND r.result <> '' THEN r.result ELSE d.status END,
+       last_error = CASE WHEN d.status = 'SENT' AND r.result = 'UNDELIVERED' THEN coalesce(nullif($4::text, ''), $3::text)
+                         ELSE d.last_error END,
        receipts = coalesce(d.receipts, '[]'::jsonb) || jsonb_build_array(r.k || jsonb_build_object(
            'at', $6::timestamptz, 'receivedAt', now(), 'applied', d.status = 'SENT' AND r.result <> ''))
   FROM r

@@ -41,6 +41,14 @@ func held(t *testing.T, pool *pgxpool.Pool, id string) int {
 	return n
 }
 
+func eventsOf(t *testing.T, pool *pgxpool.Pool, id string, typ herald.EventType) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery_event WHERE delivery_id = $1 AND type = $2`,
+		id, typ).Scan(&n))
+	return n
+}
+
 func receipt(id, status string, result herald.Status) delivery.Receipt {
 	return delivery.Receipt{DeliveryID: id, Provider: "sms:twilio", Status: status, Result: result, At: time.Now().UTC()}
 }
@@ -76,6 +84,7 @@ func TestReceiptRefinesSentOnly(t *testing.T) {
 
 	require.Equal(t, delivery.ReceiptDuplicate, apply(receipt(id, "delivered", herald.StatusDelivered)))
 	require.Equal(t, after, readReceipts(t, pool, id), "a duplicate changes nothing")
+	require.Equal(t, 1, eventsOf(t, pool, id, herald.EventDelivered), "the transition's event, once")
 
 	late := receipt(id, "undelivered", herald.StatusUndelivered)
 	late.Code = "30005"
@@ -84,6 +93,17 @@ func TestReceiptRefinesSentOnly(t *testing.T) {
 	require.Equal(t, herald.StatusDelivered, r.Status, "nothing moves back")
 	require.Len(t, r.Receipts, 3)
 	require.Equal(t, false, r.Receipts[2]["applied"])
+	require.Zero(t, eventsOf(t, pool, id, herald.EventUndelivered), "a late receipt writes no event")
+
+	bounced := deliverytest.One(t, pool, deliverytest.Spec{ClientID: client, Status: herald.StatusSent, Attempts: 1})
+	bounce := receipt(bounced, "undelivered", herald.StatusUndelivered)
+	bounce.Code = "30005"
+	require.Equal(t, delivery.ReceiptApplied, apply(bounce))
+	require.Equal(t, 1, eventsOf(t, pool, bounced, herald.EventUndelivered))
+	var code string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT data->'error'->>'code' FROM delivery_event WHERE delivery_id = $1 AND type = $2`,
+		bounced, herald.EventUndelivered).Scan(&code))
+	require.Equal(t, "30005", code, "the event names the provider's code")
 
 	failed := deliverytest.One(t, pool, deliverytest.Spec{ClientID: client, Status: herald.StatusFailed, Attempts: 1})
 	require.Equal(t, delivery.ReceiptIgnored, apply(receipt(failed, "delivered", herald.StatusDelivered)))
