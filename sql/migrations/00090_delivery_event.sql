@@ -168,7 +168,7 @@ BEGIN
         -- The receipt that refined SENT is the last one logged (migration 00080's receipts);
         -- read through to_jsonb so that this function does not depend on the column.
         extra := extra || jsonb_build_object('error', jsonb_build_object('code', coalesce(
-            nullif(to_jsonb(NEW)->'receipts'->-1->>'code', ''), 'undelivered')));
+            nullif(to_jsonb(NEW)->'receipts'->-1->>'code', ''), NEW.last_error, 'undelivered')));
     WHEN 'EXPIRED', 'CANCELLED' THEN
         extra := extra || jsonb_build_object('error', jsonb_build_object('code', coalesce(NEW.last_error, lower(NEW.status))));
     ELSE NULL;
