@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/redrive"
+	"github.com/heraldhq/herald/receipts"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -48,12 +49,14 @@ type serveConfig struct {
 	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
+	Events          eventsFlags
 	Partitions      partition.Config
 	Dispatch        dispatchFlags
 	Groups          groupFlags
 	Senders         senderFlags
 	Routing         routeFlags
 	Console         consoleFlags
+	Receipts        receiptFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -76,6 +79,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
 	c.Topics.register(f)
 	c.Relay.register(f)
+	c.Events.register(f)
 	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
 	f.Int(&c.Partitions.Ahead, "partitions-ahead", partition.DefaultAhead, "days after today whose partitions are created ahead")
 	f.Duration(&c.Partitions.Interval, "partition-interval", partition.DefaultInterval, "time between two partition passes (create ahead, drop past the retention)")
@@ -84,6 +88,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Senders.register(f)
 	c.Routing.register(f)
 	c.Console.register(f)
+	c.Receipts.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -98,6 +103,10 @@ func (c *serveConfig) validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
+	if c.Events.Partitions < 1 {
+		return fmt.Errorf("--events-partitions %d: at least 1", c.Events.Partitions)
+	}
+	c.Events.apply(c)
 	if err := c.Senders.validate(c.has("dispatch")); err != nil {
 		return err
 	}
@@ -188,8 +197,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	mux := http.NewServeMux()
+	var rx *receipts.Receiver
 	if c.has("ingest") {
 		mux.Handle("/", api.Handler())
+		if rx, err = newReceiver(c, pool, log); err != nil {
+			return err
+		}
+		mountReceipts(mux, rx, log)
 	} else { // the probes only: the same answers as an ingest process
 		mux.Handle("/healthz", api.Handler())
 		mux.Handle("/readyz", api.Handler())
@@ -212,11 +226,12 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		runs = append(runs, component{"campaign expander", x.Run})
-		rx, err := redrive.New(c.Redrive, pool, log)
+		rdx, err := redrive.New(c.Redrive, pool, log)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, component{"re-drive executor", rx.Run})
+		runs = append(runs, component{"re-drive executor", rdx.Run})
+		runs = append(runs, component{"held receipts", rx.Run})
 	}
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)
