@@ -112,19 +112,23 @@ func (e Channel) Valid() bool {
 
 // Defines values for DeliveryStatus.
 const (
-	DeliveryStatusCANCELLED DeliveryStatus = "CANCELLED"
-	DeliveryStatusEXPIRED   DeliveryStatus = "EXPIRED"
-	DeliveryStatusFAILED    DeliveryStatus = "FAILED"
-	DeliveryStatusPENDING   DeliveryStatus = "PENDING"
-	DeliveryStatusQUEUED    DeliveryStatus = "QUEUED"
-	DeliveryStatusSENDING   DeliveryStatus = "SENDING"
-	DeliveryStatusSENT      DeliveryStatus = "SENT"
+	DeliveryStatusCANCELLED   DeliveryStatus = "CANCELLED"
+	DeliveryStatusDELIVERED   DeliveryStatus = "DELIVERED"
+	DeliveryStatusEXPIRED     DeliveryStatus = "EXPIRED"
+	DeliveryStatusFAILED      DeliveryStatus = "FAILED"
+	DeliveryStatusPENDING     DeliveryStatus = "PENDING"
+	DeliveryStatusQUEUED      DeliveryStatus = "QUEUED"
+	DeliveryStatusSENDING     DeliveryStatus = "SENDING"
+	DeliveryStatusSENT        DeliveryStatus = "SENT"
+	DeliveryStatusUNDELIVERED DeliveryStatus = "UNDELIVERED"
 )
 
 // Valid indicates whether the value is a known member of the DeliveryStatus enum.
 func (e DeliveryStatus) Valid() bool {
 	switch e {
 	case DeliveryStatusCANCELLED:
+		return true
+	case DeliveryStatusDELIVERED:
 		return true
 	case DeliveryStatusEXPIRED:
 		return true
@@ -137,6 +141,8 @@ func (e DeliveryStatus) Valid() bool {
 	case DeliveryStatusSENDING:
 		return true
 	case DeliveryStatusSENT:
+		return true
+	case DeliveryStatusUNDELIVERED:
 		return true
 	default:
 		return false
@@ -203,6 +209,7 @@ func (e Priority) Valid() bool {
 // Defines values for ProblemCode.
 const (
 	ProblemCodeAudienceTooLarge     ProblemCode = "audience_too_large"
+	ProblemCodeBadSignature         ProblemCode = "bad_signature"
 	ProblemCodeBodyTooLarge         ProblemCode = "body_too_large"
 	ProblemCodeCampaignConflict     ProblemCode = "campaign_conflict"
 	ProblemCodeChannelUnavailable   ProblemCode = "channel_unavailable"
@@ -233,6 +240,8 @@ const (
 func (e ProblemCode) Valid() bool {
 	switch e {
 	case ProblemCodeAudienceTooLarge:
+		return true
+	case ProblemCodeBadSignature:
 		return true
 	case ProblemCodeBodyTooLarge:
 		return true
@@ -431,6 +440,21 @@ func (e BadRequestCode) Valid() bool {
 	case BadRequestCodeUnknownField:
 		return true
 	case BadRequestCodeValidationFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BadSignatureCode.
+const (
+	BadSignatureCodeBadSignature BadSignatureCode = "bad_signature"
+)
+
+// Valid indicates whether the value is a known member of the BadSignatureCode enum.
+func (e BadSignatureCode) Valid() bool {
+	switch e {
+	case BadSignatureCodeBadSignature:
 		return true
 	default:
 		return false
@@ -2156,6 +2180,66 @@ func (e PutPreferences503ApplicationProblemPlusJSONResponseBodyCode) Valid() boo
 	}
 }
 
+// Defines values for SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	SendgridEvents403ApplicationProblemPlusJSONResponseBodyCodeBadSignature SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
+)
+
+// Valid indicates whether the value is a known member of the SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case SendgridEvents403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCodeBadSignature TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
+)
+
+// Valid indicates whether the value is a known member of the TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCodeBadSignature VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCodeBadSignature VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Readyz503ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	Readyz503ApplicationProblemPlusJSONResponseBodyCodeNotReady Readyz503ApplicationProblemPlusJSONResponseBodyCode = "not_ready"
@@ -2210,13 +2294,15 @@ type Campaign struct {
 
 	// Deliveries The campaign's deliveries by status; every status is present.
 	Deliveries struct {
-		CANCELLED int64 `json:"CANCELLED"`
-		EXPIRED   int64 `json:"EXPIRED"`
-		FAILED    int64 `json:"FAILED"`
-		PENDING   int64 `json:"PENDING"`
-		QUEUED    int64 `json:"QUEUED"`
-		SENDING   int64 `json:"SENDING"`
-		SENT      int64 `json:"SENT"`
+		CANCELLED   int64 `json:"CANCELLED"`
+		DELIVERED   int64 `json:"DELIVERED"`
+		EXPIRED     int64 `json:"EXPIRED"`
+		FAILED      int64 `json:"FAILED"`
+		PENDING     int64 `json:"PENDING"`
+		QUEUED      int64 `json:"QUEUED"`
+		SENDING     int64 `json:"SENDING"`
+		SENT        int64 `json:"SENT"`
+		UNDELIVERED int64 `json:"UNDELIVERED"`
 	} `json:"deliveries"`
 
 	// Expanded Users written so far.
@@ -2335,14 +2421,19 @@ type Delivery struct {
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`
 
 	// Provider The provider that took (or last refused) the delivery.
-	Provider          *string        `json:"provider"`
-	ProviderMessageId *string        `json:"providerMessageId"`
-	SentAt            *time.Time     `json:"sentAt"`
-	Status            DeliveryStatus `json:"status"`
-	UpdatedAt         time.Time      `json:"updatedAt"`
+	Provider          *string `json:"provider"`
+	ProviderMessageId *string `json:"providerMessageId"`
+
+	// Receipts The provider's receipts about the delivery, oldest first (at most 16; duplicates are not repeated).
+	Receipts []Receipt  `json:"receipts"`
+	SentAt   *time.Time `json:"sentAt"`
+
+	// Status `DELIVERED` and `UNDELIVERED` refine `SENT` from a provider's receipt (docs/receipts.md).
+	Status    DeliveryStatus `json:"status"`
+	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
-// DeliveryStatus defines model for DeliveryStatus.
+// DeliveryStatus `DELIVERED` and `UNDELIVERED` refine `SENT` from a provider's receipt (docs/receipts.md).
 type DeliveryStatus string
 
 // ErrorClass `TRANSIENT`: retried; `PERMANENT`: failed; `AMBIGUOUS`: the provider may have taken it.
@@ -2391,7 +2482,9 @@ type NotificationAccepted struct {
 	Deliveries []struct {
 		Channel Channel            `json:"channel"`
 		Id      openapi_types.UUID `json:"id"`
-		Status  DeliveryStatus     `json:"status"`
+
+		// Status `DELIVERED` and `UNDELIVERED` refine `SENT` from a provider's receipt (docs/receipts.md).
+		Status DeliveryStatus `json:"status"`
 	} `json:"deliveries"`
 	Id         openapi_types.UUID `json:"id"`
 	Suppressed []Suppressed       `json:"suppressed"`
@@ -2474,6 +2567,9 @@ type Problem struct {
 // ProblemCode The stable, machine-readable code of an error answer (docs/api.md, "Errors").
 type ProblemCode string
 
+// ProviderForm A provider's form-encoded receipt; every parameter is signed.
+type ProviderForm map[string]string
+
 // PushToken defines model for PushToken.
 type PushToken struct {
 	Platform PushTokenPlatform `json:"platform"`
@@ -2496,6 +2592,25 @@ type Ready struct {
 
 // ReadyStatus defines model for Ready.Status.
 type ReadyStatus string
+
+// Receipt defines model for Receipt.
+type Receipt struct {
+	// Applied This receipt moved the delivery from `SENT` to `DELIVERED` or `UNDELIVERED`.
+	Applied bool `json:"applied"`
+
+	// At The provider's time of the event.
+	At time.Time `json:"at"`
+
+	// Code The provider's error code (`30005`, `5.1.1`), when it gave one.
+	Code *string `json:"code,omitempty"`
+
+	// Provider The provider account (`sms:twilio`, `sms:vonage`, `email:sendgrid`).
+	Provider   string    `json:"provider"`
+	ReceivedAt time.Time `json:"receivedAt"`
+
+	// Status The provider's own status (`sent`, `delivered`, `undelivered`, `bounce`, …).
+	Status string `json:"status"`
+}
 
 // Recipient defines model for Recipient.
 type Recipient struct {
@@ -2728,6 +2843,24 @@ type BadRequest struct {
 
 // BadRequestCode defines model for BadRequest.Code.
 type BadRequestCode string
+
+// BadSignature defines model for BadSignature.
+type BadSignature struct {
+	Code   BadSignatureCode `json:"code"`
+	Detail *string          `json:"detail,omitempty"`
+
+	// Errors The failing inputs, for `validation_failed`, `unknown_field`, `invalid_template`,
+	// `template_not_allowed` and `template_render_failed`.
+	Errors *[]FieldError `json:"errors,omitempty"`
+	Status int           `json:"status"`
+	Title  string        `json:"title"`
+
+	// Type `urn:herald:problem:` and the code.
+	Type string `json:"type"`
+}
+
+// BadSignatureCode defines model for BadSignature.Code.
+type BadSignatureCode string
 
 // BodyTooLarge defines model for BodyTooLarge.
 type BodyTooLarge struct {
@@ -3232,6 +3365,43 @@ type PutPreferences500ApplicationProblemPlusJSONResponseBodyCode string
 // PutPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences503ApplicationProblemPlusJSONResponseBodyCode string
 
+// SendgridEventsJSONBody defines parameters for SendgridEvents.
+type SendgridEventsJSONBody = []map[string]interface{}
+
+// SendgridEventsParams defines parameters for SendgridEvents.
+type SendgridEventsParams struct {
+	XTwilioEmailEventWebhookSignature *string `json:"X-Twilio-Email-Event-Webhook-Signature,omitempty"`
+	XTwilioEmailEventWebhookTimestamp *string `json:"X-Twilio-Email-Event-Webhook-Timestamp,omitempty"`
+}
+
+// SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode defines parameters for SendgridEvents.
+type SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode string
+
+// TwilioStatusCallbackParams defines parameters for TwilioStatusCallback.
+type TwilioStatusCallbackParams struct {
+	DeliveryId       string  `form:"deliveryId" json:"deliveryId"`
+	XTwilioSignature *string `json:"X-Twilio-Signature,omitempty"`
+}
+
+// TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode defines parameters for TwilioStatusCallback.
+type TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode string
+
+// VonageDeliveryReceiptGetParams defines parameters for VonageDeliveryReceiptGet.
+type VonageDeliveryReceiptGetParams struct {
+	ClientRef *string `form:"client-ref,omitempty" json:"client-ref,omitempty"`
+	Status    *string `form:"status,omitempty" json:"status,omitempty"`
+	Sig       *string `form:"sig,omitempty" json:"sig,omitempty"`
+}
+
+// VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceiptGet.
+type VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode string
+
+// VonageDeliveryReceiptJSONBody defines parameters for VonageDeliveryReceipt.
+type VonageDeliveryReceiptJSONBody = map[string]interface{}
+
+// VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceipt.
+type VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode string
+
 // Readyz503ApplicationProblemPlusJSONResponseBodyCode defines parameters for Readyz.
 type Readyz503ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -3255,6 +3425,18 @@ type PutUserJSONRequestBody = ContactRequest
 
 // PutPreferencesJSONRequestBody defines body for PutPreferences for application/json ContentType.
 type PutPreferencesJSONRequestBody = PreferencesRequest
+
+// SendgridEventsJSONRequestBody defines body for SendgridEvents for application/json ContentType.
+type SendgridEventsJSONRequestBody = SendgridEventsJSONBody
+
+// TwilioStatusCallbackFormdataRequestBody defines body for TwilioStatusCallback for application/x-www-form-urlencoded ContentType.
+type TwilioStatusCallbackFormdataRequestBody = ProviderForm
+
+// VonageDeliveryReceiptJSONRequestBody defines body for VonageDeliveryReceipt for application/json ContentType.
+type VonageDeliveryReceiptJSONRequestBody = VonageDeliveryReceiptJSONBody
+
+// VonageDeliveryReceiptFormdataRequestBody defines body for VonageDeliveryReceipt for application/x-www-form-urlencoded ContentType.
+type VonageDeliveryReceiptFormdataRequestBody = ProviderForm
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -3547,6 +3729,94 @@ type ClientInterface interface {
 	//
 	// Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
 	HeadOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendgridEventsWithBody SendGrid Event Webhook
+	//
+	// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+	// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+	// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+	// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+	// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+	SendgridEventsWithBody(ctx context.Context, params *SendgridEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendgridEvents SendGrid Event Webhook
+	//
+	// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+	// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+	// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+	// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+	// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+	SendgridEvents(ctx context.Context, params *SendgridEventsParams, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TwilioStatusCallbackWithBody Twilio status callback
+	//
+	// Twilio's status callback of a message herald sent with `StatusCallback` =
+	// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+	// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+	// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+	// (from `SENT` only); other statuses are logged.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+	TwilioStatusCallbackWithBody(ctx context.Context, params *TwilioStatusCallbackParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TwilioStatusCallbackWithFormdataBody Twilio status callback
+	//
+	// Twilio's status callback of a message herald sent with `StatusCallback` =
+	// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+	// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+	// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+	// (from `SENT` only); other statuses are logged.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+	TwilioStatusCallbackWithFormdataBody(ctx context.Context, params *TwilioStatusCallbackParams, body TwilioStatusCallbackFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VonageDeliveryReceiptGet Vonage delivery receipt (GET)
+	//
+	// A Vonage SMS delivery receipt as query parameters, signed (`sig`: HMAC-SHA256 with the
+	// signature secret over every other parameter, sorted). `client-ref` is the delivery id;
+	// `status` `delivered` → `DELIVERED`, `failed`/`rejected`/`expired` → `UNDELIVERED`.
+	//
+	// Corresponds with GET /providers/vonage/dlr (the `VonageDeliveryReceiptGet` operationId).
+	VonageDeliveryReceiptGet(ctx context.Context, params *VonageDeliveryReceiptGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VonageDeliveryReceiptWithBody Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceiptWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VonageDeliveryReceipt Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceipt(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VonageDeliveryReceiptWithFormdataBody Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceiptWithFormdataBody(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness
 	//
@@ -4030,6 +4300,174 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
 func (c *Client) HeadOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHeadOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendgridEventsWithBody SendGrid Event Webhook
+//
+// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+func (c *Client) SendgridEventsWithBody(ctx context.Context, params *SendgridEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendgridEventsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendgridEvents SendGrid Event Webhook
+//
+// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+func (c *Client) SendgridEvents(ctx context.Context, params *SendgridEventsParams, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendgridEventsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TwilioStatusCallbackWithBody Twilio status callback
+//
+// Twilio's status callback of a message herald sent with `StatusCallback` =
+// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+// (from `SENT` only); other statuses are logged.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+func (c *Client) TwilioStatusCallbackWithBody(ctx context.Context, params *TwilioStatusCallbackParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTwilioStatusCallbackRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TwilioStatusCallbackWithFormdataBody Twilio status callback
+//
+// Twilio's status callback of a message herald sent with `StatusCallback` =
+// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+// (from `SENT` only); other statuses are logged.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+func (c *Client) TwilioStatusCallbackWithFormdataBody(ctx context.Context, params *TwilioStatusCallbackParams, body TwilioStatusCallbackFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTwilioStatusCallbackRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VonageDeliveryReceiptGet Vonage delivery receipt (GET)
+//
+// A Vonage SMS delivery receipt as query parameters, signed (`sig`: HMAC-SHA256 with the
+// signature secret over every other parameter, sorted). `client-ref` is the delivery id;
+// `status` `delivered` → `DELIVERED`, `failed`/`rejected`/`expired` → `UNDELIVERED`.
+//
+// Corresponds with GET /providers/vonage/dlr (the `VonageDeliveryReceiptGet` operationId).
+func (c *Client) VonageDeliveryReceiptGet(ctx context.Context, params *VonageDeliveryReceiptGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptGetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VonageDeliveryReceiptWithBody Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *Client) VonageDeliveryReceiptWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VonageDeliveryReceipt Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *Client) VonageDeliveryReceipt(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VonageDeliveryReceiptWithFormdataBody Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *Client) VonageDeliveryReceiptWithFormdataBody(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4811,6 +5249,279 @@ func NewHeadOpenAPIRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewSendgridEventsRequest calls the generic SendgridEvents builder with application/json body
+func NewSendgridEventsRequest(server string, params *SendgridEventsParams, body SendgridEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendgridEventsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSendgridEventsRequestWithBody constructs an http.Request for the SendgridEvents method, with any body, and a specified content type
+func NewSendgridEventsRequestWithBody(server string, params *SendgridEventsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/providers/sendgrid/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XTwilioEmailEventWebhookSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Twilio-Email-Event-Webhook-Signature", *params.XTwilioEmailEventWebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Twilio-Email-Event-Webhook-Signature", headerParam0)
+		}
+
+		if params.XTwilioEmailEventWebhookTimestamp != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Twilio-Email-Event-Webhook-Timestamp", *params.XTwilioEmailEventWebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewTwilioStatusCallbackRequestWithFormdataBody calls the generic TwilioStatusCallback builder with application/x-www-form-urlencoded body
+func NewTwilioStatusCallbackRequestWithFormdataBody(server string, params *TwilioStatusCallbackParams, body TwilioStatusCallbackFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewTwilioStatusCallbackRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewTwilioStatusCallbackRequestWithBody constructs an http.Request for the TwilioStatusCallback method, with any body, and a specified content type
+func NewTwilioStatusCallbackRequestWithBody(server string, params *TwilioStatusCallbackParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/providers/twilio/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "deliveryId", params.DeliveryId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XTwilioSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Twilio-Signature", *params.XTwilioSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Twilio-Signature", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewVonageDeliveryReceiptGetRequest constructs an http.Request for the VonageDeliveryReceiptGet method
+func NewVonageDeliveryReceiptGetRequest(server string, params *VonageDeliveryReceiptGetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/providers/vonage/dlr")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ClientRef != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "client-ref", *params.ClientRef, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sig != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sig", *params.Sig, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewVonageDeliveryReceiptRequest calls the generic VonageDeliveryReceipt builder with application/json body
+func NewVonageDeliveryReceiptRequest(server string, body VonageDeliveryReceiptJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewVonageDeliveryReceiptRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewVonageDeliveryReceiptRequestWithFormdataBody calls the generic VonageDeliveryReceipt builder with application/x-www-form-urlencoded body
+func NewVonageDeliveryReceiptRequestWithFormdataBody(server string, body VonageDeliveryReceiptFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewVonageDeliveryReceiptRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewVonageDeliveryReceiptRequestWithBody constructs an http.Request for the VonageDeliveryReceipt method, with any body, and a specified content type
+func NewVonageDeliveryReceiptRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/providers/vonage/dlr")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReadyzRequest constructs an http.Request for the Readyz method
 func NewReadyzRequest(server string) (*http.Request, error) {
 	var err error
@@ -5150,6 +5861,96 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
 	HeadOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadOpenAPIResponse, error)
+
+	// SendgridEventsWithBodyWithResponse SendGrid Event Webhook
+	//
+	// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+	// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+	// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+	// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+	// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+	SendgridEventsWithBodyWithResponse(ctx context.Context, params *SendgridEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error)
+
+	// SendgridEventsWithResponse SendGrid Event Webhook
+	//
+	// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+	// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+	// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+	// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+	// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+	SendgridEventsWithResponse(ctx context.Context, params *SendgridEventsParams, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error)
+
+	// TwilioStatusCallbackWithBodyWithResponse Twilio status callback
+	//
+	// Twilio's status callback of a message herald sent with `StatusCallback` =
+	// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+	// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+	// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+	// (from `SENT` only); other statuses are logged.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+	TwilioStatusCallbackWithBodyWithResponse(ctx context.Context, params *TwilioStatusCallbackParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TwilioStatusCallbackResponse, error)
+
+	// TwilioStatusCallbackWithFormdataBodyWithResponse Twilio status callback
+	//
+	// Twilio's status callback of a message herald sent with `StatusCallback` =
+	// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+	// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+	// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+	// (from `SENT` only); other statuses are logged.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+	TwilioStatusCallbackWithFormdataBodyWithResponse(ctx context.Context, params *TwilioStatusCallbackParams, body TwilioStatusCallbackFormdataRequestBody, reqEditors ...RequestEditorFn) (*TwilioStatusCallbackResponse, error)
+
+	// VonageDeliveryReceiptGetWithResponse Vonage delivery receipt (GET)
+	//
+	// A Vonage SMS delivery receipt as query parameters, signed (`sig`: HMAC-SHA256 with the
+	// signature secret over every other parameter, sorted). `client-ref` is the delivery id;
+	// `status` `delivered` → `DELIVERED`, `failed`/`rejected`/`expired` → `UNDELIVERED`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /providers/vonage/dlr (the `VonageDeliveryReceiptGet` operationId).
+	VonageDeliveryReceiptGetWithResponse(ctx context.Context, params *VonageDeliveryReceiptGetParams, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptGetResponse, error)
+
+	// VonageDeliveryReceiptWithBodyWithResponse Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
+
+	// VonageDeliveryReceiptWithResponse Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceiptWithResponse(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
+
+	// VonageDeliveryReceiptWithFormdataBodyWithResponse Vonage delivery receipt (POST)
+	//
+	// The same receipt as a form or a JSON object.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+	VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
 
 	// ReadyzWithResponse Readiness
 	//
@@ -7110,6 +7911,170 @@ func (r HeadOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+type SendgridEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *BadSignature
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SendgridEventsResponse) GetApplicationproblemJSON403() *BadSignature {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r SendgridEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SendgridEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendgridEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SendgridEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TwilioStatusCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *BadSignature
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TwilioStatusCallbackResponse) GetApplicationproblemJSON403() *BadSignature {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r TwilioStatusCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TwilioStatusCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TwilioStatusCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TwilioStatusCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type VonageDeliveryReceiptGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *BadSignature
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VonageDeliveryReceiptGetResponse) GetApplicationproblemJSON403() *BadSignature {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r VonageDeliveryReceiptGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VonageDeliveryReceiptGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VonageDeliveryReceiptGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VonageDeliveryReceiptGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type VonageDeliveryReceiptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *BadSignature
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r VonageDeliveryReceiptResponse) GetApplicationproblemJSON403() *BadSignature {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r VonageDeliveryReceiptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VonageDeliveryReceiptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VonageDeliveryReceiptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VonageDeliveryReceiptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7588,6 +8553,144 @@ func (c *ClientWithResponses) HeadOpenAPIWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseHeadOpenAPIResponse(rsp)
+}
+
+// SendgridEventsWithBodyWithResponse SendGrid Event Webhook
+//
+// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+func (c *ClientWithResponses) SendgridEventsWithBodyWithResponse(ctx context.Context, params *SendgridEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error) {
+	rsp, err := c.SendgridEventsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendgridEventsResponse(rsp)
+}
+
+// SendgridEventsWithResponse SendGrid Event Webhook
+//
+// A batch of SendGrid events, signed with ECDSA P-256 (`X-Twilio-Email-Event-Webhook-Signature`
+// over `X-Twilio-Email-Event-Webhook-Timestamp` + the body, checked with
+// `--sendgrid-webhook-public-key`). Each event's `herald_delivery_id` (the custom argument
+// herald sends) names its delivery; `delivered`/`open`/`click` → `DELIVERED`,
+// `bounce`/`dropped`/`blocked` → `UNDELIVERED`; others are logged.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/sendgrid/events (the `SendgridEvents` operationId).
+func (c *ClientWithResponses) SendgridEventsWithResponse(ctx context.Context, params *SendgridEventsParams, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error) {
+	rsp, err := c.SendgridEvents(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendgridEventsResponse(rsp)
+}
+
+// TwilioStatusCallbackWithBodyWithResponse Twilio status callback
+//
+// Twilio's status callback of a message herald sent with `StatusCallback` =
+// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+// (from `SENT` only); other statuses are logged.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+func (c *ClientWithResponses) TwilioStatusCallbackWithBodyWithResponse(ctx context.Context, params *TwilioStatusCallbackParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TwilioStatusCallbackResponse, error) {
+	rsp, err := c.TwilioStatusCallbackWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTwilioStatusCallbackResponse(rsp)
+}
+
+// TwilioStatusCallbackWithFormdataBodyWithResponse Twilio status callback
+//
+// Twilio's status callback of a message herald sent with `StatusCallback` =
+// `<--public-url>/providers/twilio/status?deliveryId=<delivery id>`. `X-Twilio-Signature`
+// (HMAC-SHA1 with the auth token of the URL and every parameter) must verify.
+// `MessageStatus` `delivered`/`read` → `DELIVERED`, `undelivered`/`failed` → `UNDELIVERED`
+// (from `SENT` only); other statuses are logged.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/twilio/status (the `TwilioStatusCallback` operationId).
+func (c *ClientWithResponses) TwilioStatusCallbackWithFormdataBodyWithResponse(ctx context.Context, params *TwilioStatusCallbackParams, body TwilioStatusCallbackFormdataRequestBody, reqEditors ...RequestEditorFn) (*TwilioStatusCallbackResponse, error) {
+	rsp, err := c.TwilioStatusCallbackWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTwilioStatusCallbackResponse(rsp)
+}
+
+// VonageDeliveryReceiptGetWithResponse Vonage delivery receipt (GET)
+//
+// A Vonage SMS delivery receipt as query parameters, signed (`sig`: HMAC-SHA256 with the
+// signature secret over every other parameter, sorted). `client-ref` is the delivery id;
+// `status` `delivered` → `DELIVERED`, `failed`/`rejected`/`expired` → `UNDELIVERED`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /providers/vonage/dlr (the `VonageDeliveryReceiptGet` operationId).
+func (c *ClientWithResponses) VonageDeliveryReceiptGetWithResponse(ctx context.Context, params *VonageDeliveryReceiptGetParams, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptGetResponse, error) {
+	rsp, err := c.VonageDeliveryReceiptGet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVonageDeliveryReceiptGetResponse(rsp)
+}
+
+// VonageDeliveryReceiptWithBodyWithResponse Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *ClientWithResponses) VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceiptWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVonageDeliveryReceiptResponse(rsp)
+}
+
+// VonageDeliveryReceiptWithResponse Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *ClientWithResponses) VonageDeliveryReceiptWithResponse(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceipt(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVonageDeliveryReceiptResponse(rsp)
+}
+
+// VonageDeliveryReceiptWithFormdataBodyWithResponse Vonage delivery receipt (POST)
+//
+// The same receipt as a form or a JSON object.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
+func (c *ClientWithResponses) VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceiptWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVonageDeliveryReceiptResponse(rsp)
 }
 
 // ReadyzWithResponse Readiness
@@ -9399,6 +10502,134 @@ func ParseHeadOpenAPIResponse(rsp *http.Response) (*HeadOpenAPIResponse, error) 
 	response := &HeadOpenAPIResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseSendgridEventsResponse parses an HTTP response from a SendgridEventsWithResponse call
+func ParseSendgridEventsResponse(rsp *http.Response) (*SendgridEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendgridEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest BadSignature
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case rsp.StatusCode == 503:
+		break // No content-type
+
+	}
+
+	return response, nil
+}
+
+// ParseTwilioStatusCallbackResponse parses an HTTP response from a TwilioStatusCallbackWithResponse call
+func ParseTwilioStatusCallbackResponse(rsp *http.Response) (*TwilioStatusCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TwilioStatusCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest BadSignature
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case rsp.StatusCode == 503:
+		break // No content-type
+
+	}
+
+	return response, nil
+}
+
+// ParseVonageDeliveryReceiptGetResponse parses an HTTP response from a VonageDeliveryReceiptGetWithResponse call
+func ParseVonageDeliveryReceiptGetResponse(rsp *http.Response) (*VonageDeliveryReceiptGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VonageDeliveryReceiptGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest BadSignature
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case rsp.StatusCode == 503:
+		break // No content-type
+
+	}
+
+	return response, nil
+}
+
+// ParseVonageDeliveryReceiptResponse parses an HTTP response from a VonageDeliveryReceiptWithResponse call
+func ParseVonageDeliveryReceiptResponse(rsp *http.Response) (*VonageDeliveryReceiptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VonageDeliveryReceiptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest BadSignature
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case rsp.StatusCode == 503:
+		break // No content-type
+
 	}
 
 	return response, nil

@@ -13,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/console"
+	"github.com/heraldhq/herald/internal/delivery"
 )
 
 type page struct {
@@ -228,4 +230,20 @@ func TestConsoleMessageLogFiltersAndPages(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, res.status, q)
 		require.Contains(t, res.body, `id="error"`, q)
 	}
+}
+
+// TestConsoleShowsReceipts: a delivery that a provider's receipt refined shows the DELIVERED
+// or UNDELIVERED step with the receipt that made it, and the receipts with their codes.
+func TestConsoleShowsReceipts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client()
+	require.Equal(t, http.StatusSeeOther, e.login(c, e.operatorKey, "/").status)
+	_, err := delivery.ApplyReceipt(context.Background(), e.pool, delivery.Receipt{DeliveryID: e.sent, Provider: "sms:twilio",
+		Status: "undelivered", Code: "30005", Result: herald.StatusUndelivered, At: time.Now()}, time.Minute)
+	require.NoError(t, err)
+	page := e.get(c, "/console/notifications/"+e.sent).body
+	require.Contains(t, page, "receipt sms:twilio undelivered (30005)")
+	require.Contains(t, page, `<span class="badge">UNDELIVERED</span>`)
+	require.Contains(t, page, "<td>30005</td>")
 }

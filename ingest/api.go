@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/receipts"
 )
 
 const instrumentationName = "github.com/heraldhq/herald/ingest"
@@ -98,6 +99,10 @@ func (a *API) router() *mux.Router {
 	// answers 404 instead of 405 for a known path with the wrong method.
 	for _, rt := range routes(a) {
 		r.Handle(rt.path, a.authorize(rt.handler, rt.scopes...)).Methods(rt.method)
+	}
+	// The providers' receipts: authenticated by each provider's signature, never by a key.
+	for _, rt := range receipts.Endpoints {
+		r.Handle(rt.Path, a.receiptHandler(rt.Key())).Methods(rt.Method)
 	}
 	return r
 }
@@ -187,4 +192,15 @@ func routeOf(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// receiptHandler serves a receipt endpoint with its configured handler, or 404 when the
+// provider has none (not configured, or no secret to check its signature with).
+func (a *API) receiptHandler(key string) http.Handler {
+	if h := a.cfg.Receipts[key]; h != nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, newAPIError(http.StatusNotFound, codeNotFound, "no receipts are taken from this provider"))
+	})
 }

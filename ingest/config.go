@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -47,6 +48,9 @@ type Config struct {
 	// filter matching more is answered 422 redrive_too_large with the count. Default
 	// 1,000,000 (internal/redrive's DefaultMax).
 	RedriveMax int
+	// Receipts are the handlers of the providers' receipt endpoints (package receipts), by
+	// "METHOD /path" (receipts.Route.Key); an endpoint without one answers 404.
+	Receipts map[string]http.Handler
 }
 
 // Defaults.

@@ -48,6 +48,8 @@ type deliveryJSON struct {
 	Provider          *string       `json:"provider"`
 	ProviderMessageID *string       `json:"providerMessageId"`
 	AttemptLog        []attemptJSON `json:"attemptLog"`
+	// Receipts are the provider's receipts (docs/receipts.md), oldest first; [] for none.
+	Receipts []timeline.Receipt `json:"receipts"`
 }
 
 // attemptJSON is one attempt of a delivery (internal/timeline.Attempt): when it started and
@@ -77,7 +79,7 @@ FROM notification WHERE id = $1 AND client_id = $2`
 // every day's.
 const selectDeliveries = `
 SELECT id::text, channel, status, attempts, next_attempt_at, last_error, sent_at, updated_at,
-       provider, provider_message_id
+       provider, provider_message_id, coalesce(receipts, '[]')
 FROM delivery WHERE notification_id = $1 AND id >= $3 AND id < $4
   AND EXISTS (SELECT 1 FROM notification WHERE id = $1 AND client_id = $2)
 ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], channel)`
@@ -155,12 +157,15 @@ func scanDelivery(row pgx.CollectableRow) (deliveryJSON, error) {
 		next            time.Time
 	)
 	err := row.Scan(&d.ID, &channel, &status, &d.Attempts, &next, &d.LastError, &d.SentAt, &d.UpdatedAt,
-		&d.Provider, &d.ProviderMessageID)
+		&d.Provider, &d.ProviderMessageID, &d.Receipts)
 	d.Channel, d.Status = herald.Channel(channel), herald.Status(status)
 	if !d.Status.Terminal() {
 		d.NextAttemptAt = utcPtr(&next)
 	}
 	d.SentAt, d.UpdatedAt = utcPtr(d.SentAt), d.UpdatedAt.UTC()
+	for i := range d.Receipts {
+		d.Receipts[i].At, d.Receipts[i].ReceivedAt = d.Receipts[i].At.UTC(), d.Receipts[i].ReceivedAt.UTC()
+	}
 	return d, err
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/openapitest"
+	"github.com/heraldhq/herald/receipts"
 )
 
 // pendingExtension marks an operation of docs/openapi.yaml that is agreed but not routed yet.
@@ -149,4 +150,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// TestReceiptProblemCodeIsListed: the code package receipts answers a bad signature with is
+// the one problem.go lists.
+func TestReceiptProblemCodeIsListed(t *testing.T) {
+	require.Equal(t, codeBadSignature, receipts.ProblemBadSignature)
 }

@@ -32,6 +32,7 @@ const (
 	codeNotReady             = "not_ready"              // 503
 	codeOverloaded           = "overloaded"             // 503
 	codeUnavailable          = "unavailable"            // 503: PostgreSQL unreachable (unavailable.go)
+	codeBadSignature         = "bad_signature"          // 403: a provider receipt (/providers/…, package receipts) without a valid signature
 	codeInternal             = "internal"               // 500
 )
 

@@ -72,6 +72,18 @@ type Route struct {
 	Handler      http.Handler
 }
 
+// Key is how the API's router names a route: "METHOD /path".
+func (r Route) Key() string { return r.Method + " " + r.Path }
+
+// Endpoints are every receipt endpoint, served or not (Handler nil): the API routes them all
+// and answers 404 for a provider that is not configured.
+var Endpoints = []Route{
+	{Method: http.MethodPost, Path: TwilioPath},
+	{Method: http.MethodGet, Path: VonagePath},
+	{Method: http.MethodPost, Path: VonagePath},
+	{Method: http.MethodPost, Path: SendGridPath},
+}
+
 // Receiver serves the receipt endpoints and sweeps the held receipts.
 type Receiver struct {
 	cfg  Config
@@ -182,16 +194,16 @@ func (x *Receiver) apply(ctx context.Context, r delivery.Receipt) error {
 	return nil
 }
 
-// codeBadSignature is the problem code of a receipt without a valid signature (listed with
-// the API's codes in ingest/problem.go and docs/openapi.yaml).
-const codeBadSignature = "bad_signature"
+// ProblemBadSignature is the problem code of a receipt without a valid signature, one of the
+// API's codes (ingest/problem.go, docs/openapi.yaml).
+const ProblemBadSignature = "bad_signature"
 
 func writeBadSignature(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(http.StatusForbidden)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "urn:herald:problem:" + codeBadSignature, "title": http.StatusText(http.StatusForbidden),
-		"status": http.StatusForbidden, "code": codeBadSignature,
+		"type": "urn:herald:problem:" + ProblemBadSignature, "title": http.StatusText(http.StatusForbidden),
+		"status": http.StatusForbidden, "code": ProblemBadSignature,
 		"detail": "the receipt's signature is missing or does not verify",
 	})
 }

@@ -49,11 +49,12 @@ func newReceiver(c serveConfig, pool *pgxpool.Pool, log *zap.Logger) (*receipts.
 	return receipts.New(cfg, pool, log)
 }
 
-// mountReceipts adds the receipt endpoints to the API listener's mux, before the API's
-// catch-all: authenticated by each provider's signature, never by an API key.
-func mountReceipts(mux *http.ServeMux, rx *receipts.Receiver, log *zap.Logger) {
+// receiptHandlers are rx's endpoints for the API's router (ingest.Config.Receipts).
+func receiptHandlers(rx *receipts.Receiver, log *zap.Logger) map[string]http.Handler {
+	out := map[string]http.Handler{}
 	for _, rt := range rx.Routes() {
-		mux.Handle(rt.Method+" "+rt.Path, rt.Handler)
+		out[rt.Key()] = rt.Handler
 		log.Info("receipt endpoint", zap.String("method", rt.Method), zap.String("path", rt.Path))
 	}
+	return out
 }

@@ -268,3 +268,11 @@ func TestVonageCallbackFromPublicURL(t *testing.T) {
 	s.PublicURL = ""
 	require.Empty(t, s.vonageConfig().CallbackURL, "no public URL, no callback")
 }
+
+func TestTwilioStatusCallbackFromPublicURL(t *testing.T) {
+	clearHeraldEnv(t)
+	s, _ := parseSenderFlags(t, append(slices.Clone(twoOfEach), "--public-url", "https://herald.example.com/")...)
+	require.Equal(t, "https://herald.example.com/providers/twilio/status", s.twilioConfig().StatusCallbackURL)
+	s.PublicURL = ""
+	require.Empty(t, s.twilioConfig().StatusCallbackURL, "no public URL, no status callback")
+}

@@ -25,7 +25,6 @@ import (
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/redrive"
-	"github.com/heraldhq/herald/receipts"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -192,18 +191,20 @@ func runServe(ctx context.Context, args []string) error {
 		log.Info("templates seeded", zap.String("dir", c.TemplatesDir), zap.Strings("names", names))
 	}
 
+	rx, err := newReceiver(c, pool, log)
+	if err != nil {
+		return err
+	}
+	if c.has("ingest") {
+		c.Ingest.Receipts = receiptHandlers(rx, log)
+	}
 	api, err := ingest.New(c.Ingest, pool, log)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	var rx *receipts.Receiver
 	if c.has("ingest") {
 		mux.Handle("/", api.Handler())
-		if rx, err = newReceiver(c, pool, log); err != nil {
-			return err
-		}
-		mountReceipts(mux, rx, log)
 	} else { // the probes only: the same answers as an ingest process
 		mux.Handle("/healthz", api.Handler())
 		mux.Handle("/readyz", api.Handler())

@@ -31,7 +31,8 @@ const selectDeliveries = `
 SELECT n.id::text, n.client_id::text, n.user_id, n.template, n.category, n.priority, n.created_at,
        coalesce(n.traceparent, ''),
        d.id::text, d.channel, d.status, d.attempts, d.next_attempt_at, d.created_at, d.updated_at,
-       d.provider, d.provider_message_id, d.transition_status, d.transition_at, d.redrive_id::text
+       d.provider, d.provider_message_id, d.transition_status, d.transition_at, d.redrive_id::text,
+       coalesce(d.receipts, '[]')
   FROM notification n LEFT JOIN delivery d ON d.notification_id = n.id AND d.id >= $3 AND d.id < $4
  WHERE n.id = ` + notificationOf + ` AND ($2::uuid IS NULL OR n.client_id = $2::uuid)
  ORDER BY array_position(ARRAY['PUSH', 'EMAIL', 'SMS', 'WEBHOOK'], d.channel)`
@@ -111,6 +112,7 @@ type deliveryRow struct {
 	redrive                *string
 	transitionStatus       []string
 	transitionAt           []time.Time
+	receipts               []Receipt
 }
 
 func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
@@ -120,7 +122,7 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 	)
 	if err := rows.Scan(&tl.NotificationID, &tl.ClientID, &tl.UserID, &tl.Template, &tl.Category, &priority,
 		&tl.AcceptedAt, &tp, &r.id, &r.channel, &r.status, &r.attempts, &r.next, &r.created, &r.updated,
-		&r.provider, &r.providerMsg, &r.transitionStatus, &r.transitionAt, &r.redrive); err != nil {
+		&r.provider, &r.providerMsg, &r.transitionStatus, &r.transitionAt, &r.redrive, &r.receipts); err != nil {
 		return Delivery{}, false, err
 	}
 	tl.Priority, tl.TraceID, tl.AcceptedAt = herald.Priority(priority), TraceID(tp), tl.AcceptedAt.UTC()
@@ -130,7 +132,7 @@ func scanDelivery(rows pgx.Rows, tl *Timeline) (Delivery, bool, error) {
 	d := Delivery{
 		ID: *r.id, Channel: herald.Channel(*r.channel), Status: herald.Status(*r.status), Attempts: *r.attempts,
 		Provider: deref(r.provider), ProviderMessageID: deref(r.providerMsg), UpdatedAt: r.updated.UTC(),
-		RedriveID: deref(r.redrive),
+		RedriveID: deref(r.redrive), Receipts: utcReceipts(r.receipts),
 	}
 	if !d.Status.Terminal() {
 		next := r.next.UTC()
@@ -229,4 +231,14 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// utcReceipts returns rs with their times in UTC, [] for none.
+func utcReceipts(rs []Receipt) []Receipt {
+	out := make([]Receipt, len(rs))
+	for i, r := range rs {
+		r.At, r.ReceivedAt = r.At.UTC(), r.ReceivedAt.UTC()
+		out[i] = r
+	}
+	return out
 }

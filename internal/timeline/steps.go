@@ -23,6 +23,9 @@ func steps(accepted time.Time, d *Delivery) []Step {
 			from = out[i-1].Status
 		}
 		s.Note = note(i, from, s, d.AttemptLog)
+		if s.Status.Received() {
+			s.Note = receiptNote(d.Receipts)
+		}
 	}
 	return out
 }
@@ -83,4 +86,18 @@ func attemptAt(log []Attempt, t time.Time) (started, finished *Attempt) {
 		}
 	}
 	return started, finished
+}
+
+// receiptNote names the receipt that moved the delivery to DELIVERED or UNDELIVERED.
+func receiptNote(rs []Receipt) string {
+	for _, r := range rs {
+		if r.Applied {
+			n := "receipt " + r.Provider + " " + r.Status
+			if r.Code != "" {
+				n += " (" + r.Code + ")"
+			}
+			return n
+		}
+	}
+	return "receipt"
 }

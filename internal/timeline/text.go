@@ -65,6 +65,12 @@ func WriteText(w io.Writer, tl *Timeline, jaegerURL string) error {
 				p("\n")
 			}
 		}
+		if len(d.Receipts) > 0 {
+			p("\n  RECEIPT\tPROVIDER\tSTATUS\tCODE\tRECEIVED\tAPPLIED\n")
+			for _, r := range d.Receipts {
+				p("  %s\t%s\t%s\t%s\t%s\t%t\n", stamp(r.At), r.Provider, r.Status, or(r.Code, "-"), stamp(r.ReceivedAt), r.Applied)
+			}
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}

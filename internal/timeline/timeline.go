@@ -50,6 +50,23 @@ type Delivery struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 	Steps         []Step     `json:"steps"`
 	AttemptLog    []Attempt  `json:"attemptLog"`
+	// Receipts are the provider's receipts about the delivery, oldest first (docs/receipts.md).
+	Receipts []Receipt `json:"receipts"`
+}
+
+// Receipt is one provider receipt as internal/delivery's ApplyReceipt logged it on the
+// delivery (the delivery.receipts column, in this JSON form).
+type Receipt struct {
+	// Provider is the account that sent it ("sms:twilio"); Status and Code the provider's
+	// own words ("delivered", "undelivered" 30005, "bounce" 5.1.1).
+	Provider string `json:"provider"`
+	Status   string `json:"status"`
+	Code     string `json:"code,omitempty"`
+	// At is the provider's time of the event, ReceivedAt herald's (the database clock).
+	At         time.Time `json:"at"`
+	ReceivedAt time.Time `json:"receivedAt"`
+	// Applied: this receipt moved the delivery from SENT to DELIVERED or UNDELIVERED.
+	Applied bool `json:"applied"`
 }
 
 // Step is one status the delivery entered: PENDING when it was written, then each change.

@@ -198,3 +198,39 @@ func TestTimelineOfASuppressedNotification(t *testing.T) {
 	require.Contains(t, text.String(), "no deliveries")
 	require.NotContains(t, text.String(), "jaeger")
 }
+
+// TestTimelineShowsReceipts: a sent delivery that a provider's receipts refined to DELIVERED
+// shows the DELIVERED step with the receipt that made it, and every receipt (provider status,
+// code, time); the text form lists them.
+func TestTimelineShowsReceipts(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	id := deliverytest.One(t, pool, deliverytest.Spec{})
+	retriedThenSent(t, pool, id)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	for _, r := range []delivery.Receipt{
+		{DeliveryID: id, Provider: "sms:twilio", Status: "sent", At: at},
+		{DeliveryID: id, Provider: "sms:twilio", Status: "delivered", Result: herald.StatusDelivered, At: at.Add(time.Second)},
+		{DeliveryID: id, Provider: "sms:twilio", Status: "undelivered", Code: "30005", Result: herald.StatusUndelivered, At: at.Add(2 * time.Second)},
+	} {
+		_, err := delivery.ApplyReceipt(ctx, pool, r, time.Minute)
+		require.NoError(t, err)
+	}
+	tl, err := timeline.Load(ctx, pool, id, "")
+	require.NoError(t, err)
+	d := tl.Deliveries[0]
+	require.Equal(t, herald.StatusDelivered, d.Status)
+	last := d.Steps[len(d.Steps)-1]
+	require.Equal(t, herald.StatusDelivered, last.Status)
+	require.Equal(t, "receipt sms:twilio delivered", last.Note)
+	require.Len(t, d.Receipts, 3)
+	require.Equal(t, timeline.Receipt{Provider: "sms:twilio", Status: "undelivered", Code: "30005", At: at.Add(2 * time.Second),
+		ReceivedAt: d.Receipts[2].ReceivedAt, Applied: false}, d.Receipts[2])
+	require.True(t, d.Receipts[1].Applied)
+
+	var buf bytes.Buffer
+	require.NoError(t, timeline.WriteText(&buf, tl, ""))
+	require.Contains(t, buf.String(), "RECEIPT")
+	require.Contains(t, buf.String(), "30005")
+}
