@@ -30,6 +30,12 @@ type Config struct {
 	// Partitions maps each priority to the partition count its topic is created with.
 	// Default 12 / 6 / 2. An existing topic is left as it is.
 	Partitions map[herald.Priority]int32
+	// EventsTopic is the Kafka topic the status events of the delivery_event outbox go to
+	// (docs/events.md). Default herald.DefaultEventsTopic.
+	EventsTopic string
+	// EventsPartitions is the partition count EventsTopic is created with. Default 6. An
+	// existing topic is left as it is.
+	EventsPartitions int32
 	// ReplicationFactor of created topics. Default 1.
 	ReplicationFactor int16
 
@@ -100,6 +106,7 @@ const (
 	DefaultLeaderRetry       = time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultReplicationFactor = 1
+	DefaultEventsPartitions  = 6
 )
 
 // DefaultPartitions are the partition counts used when Config.Partitions leaves a priority out.
@@ -130,6 +137,8 @@ func (c Config) withDefaults(poolConnString string) Config {
 			c.ConsumerGroups[p] = ""
 		}
 	}
+	c.EventsTopic = cmp.Or(c.EventsTopic, herald.DefaultEventsTopic)
+	c.EventsPartitions = cmp.Or(c.EventsPartitions, DefaultEventsPartitions)
 	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
 	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
@@ -174,6 +183,14 @@ func (c Config) validate() error {
 		if c.QueuedLease[p] <= 0 {
 			errs = append(errs, fmt.Errorf("QUEUED lease of %s: %v <= 0", p, c.QueuedLease[p]))
 		}
+	}
+	if c.EventsTopic == "" {
+		errs = append(errs, errors.New("no events topic"))
+	} else if p, dup := seen[c.EventsTopic]; dup {
+		errs = append(errs, fmt.Errorf("topic %q used by %s and the status events", c.EventsTopic, p))
+	}
+	if c.EventsPartitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions of the events topic: %d < 1", c.EventsPartitions))
 	}
 	for _, f := range []struct {
 		name string

@@ -25,6 +25,8 @@ type metrics struct {
 	swept           metric.Int64Counter
 	reaped          metric.Int64Counter
 	expired         metric.Int64Counter
+	eventsWritten   metric.Int64Counter
+	eventsPublished metric.Int64Counter
 
 	slotLagBytes atomic.Int64 // -1 when unknown
 	slotLagMilli atomic.Int64 // the slot's flush lag in ms, -1 when unknown
@@ -62,6 +64,14 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 	}
 	if m.expired, err = meter.Int64Counter("herald.cdc.sweeper.expired",
 		metric.WithDescription("PENDING rows the sweeper ended EXPIRED because their expires_at passed.")); err != nil {
+		return nil, fmt.Errorf("cdc metrics: %w", err)
+	}
+	if m.eventsWritten, err = meter.Int64Counter("herald.events.written",
+		metric.WithDescription("Status events read from the outbox's committed inserts, by type (docs/events.md); a relay that resumes from its slot counts the unconfirmed ones again.")); err != nil {
+		return nil, fmt.Errorf("cdc metrics: %w", err)
+	}
+	if m.eventsPublished, err = meter.Int64Counter("herald.events.published",
+		metric.WithDescription("Status events acknowledged by Kafka on the events topic, by type.")); err != nil {
 		return nil, fmt.Errorf("cdc metrics: %w", err)
 	}
 	lag, err := meter.Int64ObservableGauge("herald.cdc.slot_lag",
@@ -115,6 +125,14 @@ func (m *metrics) published(p herald.Priority, o origin, ackedAt time.Time) {
 		m.commitToPublish.Record(context.Background(), ackedAt.Sub(o.commitTime).Seconds(),
 			metric.WithAttributes(attribute.String("herald.priority", string(p))))
 	}
+}
+
+func (m *metrics) eventWritten(t herald.EventType) {
+	m.eventsWritten.Add(context.Background(), 1, metric.WithAttributes(attribute.String("herald.event_type", string(t))))
+}
+
+func (m *metrics) eventPublished(t herald.EventType) {
+	m.eventsPublished.Add(context.Background(), 1, metric.WithAttributes(attribute.String("herald.event_type", string(t))))
 }
 
 func (m *metrics) marked(ctx context.Context, n int64) {

@@ -35,11 +35,12 @@ type origin struct {
 // record gets a span that continues the row's trace; the record's traceparent header is that
 // span, so the worker's spans hang below the relay's.
 type publisher struct {
-	kafka    *kgo.Client
-	topics   map[herald.Priority]string
-	tracer   trace.Tracer
-	metrics  *metrics
-	inFlight atomic.Int64 // records produced and not yet acknowledged, stream and sweeper
+	kafka       *kgo.Client
+	topics      map[herald.Priority]string
+	eventsTopic string
+	tracer      trace.Tracer
+	metrics     *metrics
+	inFlight    atomic.Int64 // records produced and not yet acknowledged, stream and sweeper
 	// ackHook, when set (tests and benchmarks of this package), is called for every
 	// acknowledged record.
 	ackHook func(row deliveryRow, o origin, ackedAt time.Time)

@@ -55,7 +55,7 @@ func New(cfg Config, pool *pgxpool.Pool, kafka *kgo.Client, log *zap.Logger) (*R
 		return nil, fmt.Errorf("cdc config: MaxInFlight %d + SweepBatch %d exceed the Kafka client's MaxBufferedRecords %d",
 			cfg.MaxInFlight, cfg.SweepBatch, buffered)
 	}
-	pub := &publisher{kafka: kafka, topics: cfg.Topics, tracer: otel.Tracer(instrumentation)}
+	pub := &publisher{kafka: kafka, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation)}
 	m, err := newMetrics(pub, cfg.Slot)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -18,8 +20,8 @@ import (
 
 const pgDuplicateObject = "42710"
 
-// ensureTopics creates the priority topics with their configured partition counts. Topics
-// that exist already are left as they are.
+// ensureTopics creates the priority topics and the events topic with their configured
+// partition counts. Topics that exist already are left as they are.
 func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
 	adm := kadm.NewClient(kafka)
 	for _, p := range herald.Priorities {
@@ -32,48 +34,67 @@ func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
 			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
 	}
+	resp, err := adm.CreateTopic(ctx, cfg.EventsPartitions, cfg.ReplicationFactor, nil, cfg.EventsTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", cfg.EventsTopic, err)
+	}
 	return nil
 }
 
-// ensurePublication creates the publication on the delivery table if it does not exist,
-// and makes an existing one publish through the partition root.
+// publishedTables are the tables of the relay's publication: the deliveries and the
+// status-event outbox (docs/events.md), on the one slot.
+var publishedTables = []string{"delivery", eventTable}
+
+// ensurePublication creates the publication on the delivery and delivery_event tables if
+// it does not exist, adds a table it lacks, and makes an existing one publish through the
+// partition root.
 //
-// delivery is partitioned by day (migration 00060): with publish_via_partition_root the
-// relay sees one relation, delivery, whatever partition a row is in, and partitions created
-// or dropped later need no change to the publication. A publication made before the
-// partitions (without the option) is altered here.
+// Both tables are partitioned by day (migrations 00060, 00090): with
+// publish_via_partition_root the relay sees one relation per table, whatever partition a
+// row is in, and partitions created or dropped later need no change to the publication. A
+// publication made before the partitions (without the option), or before the outbox, is
+// altered here.
 //
 // It has no row filter: a filter on columns outside the replica identity (status,
 // next_attempt_at) would make every UPDATE of delivery fail, and "due" needs now() anyway.
 // The relay filters. It publishes inserts and updates only; deletes and truncates carry
-// nothing to send.
+// nothing to send (events are only ever inserted).
 func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) error {
-	var exists, viaRoot, hasDelivery bool
+	var exists, viaRoot bool
+	var have []string
 	err := pool.QueryRow(ctx, `SELECT true, p.pubviaroot,
-		EXISTS (SELECT 1 FROM pg_publication_rel r WHERE r.prpubid = p.oid AND r.prrelid = 'delivery'::regclass)
-		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&exists, &viaRoot, &hasDelivery)
+		ARRAY(SELECT r.prrelid::regclass::text FROM pg_publication_rel r WHERE r.prpubid = p.oid)
+		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&exists, &viaRoot, &have)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("look up publication %s: %w", name, err)
 	}
 	// name is checked against identifier in validate: safe to splice.
-	switch {
-	case !exists:
-		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE delivery
+	if !exists {
+		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(publishedTables, ", ")+`
 			WITH (publish = 'insert, update', publish_via_partition_root = true)`)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
 			return nil // another relay was faster
 		}
-	case !hasDelivery:
-		_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` ADD TABLE delivery`)
-		if err == nil && !viaRoot {
-			_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`)
+		if err != nil {
+			return fmt.Errorf("create publication %s: %w", name, err)
 		}
-	case !viaRoot:
-		_, err = pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`)
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("create publication %s: %w", name, err)
+	for _, t := range publishedTables {
+		if !slices.Contains(have, t) {
+			if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` ADD TABLE `+t); err != nil {
+				return fmt.Errorf("add table %s to publication %s: %w", t, name, err)
+			}
+		}
+	}
+	if !viaRoot {
+		if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`); err != nil {
+			return fmt.Errorf("alter publication %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -177,14 +177,15 @@ func (s *stream) handleWAL(data []byte) error {
 		s.tracker.commit(m.TransactionEndLSN)
 		s.cur = nil
 	case *pglogrepl.InsertMessage:
-		return s.handleTuple(m.RelationID, m.Tuple)
+		return s.handleTuple(m.RelationID, m.Tuple, true)
 	case *pglogrepl.UpdateMessage:
-		return s.handleTuple(m.RelationID, m.NewTuple)
+		return s.handleTuple(m.RelationID, m.NewTuple, false)
 	}
 	return nil
 }
 
-func (s *stream) handleTuple(relID uint32, tuple *pglogrepl.TupleData) error {
+// handleTuple hands a delivery row that is due, or an inserted status event, to Kafka.
+func (s *stream) handleTuple(relID uint32, tuple *pglogrepl.TupleData, insert bool) error {
 	if s.cur == nil {
 		return errors.New("row change outside a transaction")
 	}
@@ -192,9 +193,45 @@ func (s *stream) handleTuple(relID uint32, tuple *pglogrepl.TupleData) error {
 	if !ok {
 		return fmt.Errorf("row change for unknown relation %d", relID)
 	}
-	if rel.name != "delivery" {
-		return nil
+	switch {
+	case rel.name == "delivery":
+		return s.handleDelivery(rel, tuple)
+	case rel.name == eventTable && insert:
+		return s.handleEvent(rel, tuple)
 	}
+	return nil
+}
+
+// handleEvent publishes a status event. Its transaction stays unconfirmed until Kafka has
+// the event, as for a delivery record. An event the relay cannot read ends the session:
+// unlike a delivery row, no sweeper would publish it later, and the slot must not move past
+// it.
+func (s *stream) handleEvent(rel *relation, tuple *pglogrepl.TupleData) error {
+	e, err := s.dec.decodeEvent(rel, tuple)
+	if err != nil {
+		return fmt.Errorf("decode status event at commit %s: %w", s.commitLSN, err)
+	}
+	s.pub.metrics.eventWritten(e.Type)
+	t := s.cur
+	t.pending.Add(1)
+	s.inFlight.Add(1)
+	s.pub.publishEvent(e, func(err error) {
+		if err != nil {
+			s.failure.CompareAndSwap(nil, &err)
+		} else {
+			t.pending.Add(-1)
+		}
+		s.inFlight.Add(-1)
+		select {
+		case s.acked <- struct{}{}:
+		default:
+		}
+	})
+	return nil
+}
+
+// handleDelivery publishes a delivery row if it is due.
+func (s *stream) handleDelivery(rel *relation, tuple *pglogrepl.TupleData) error {
 	row, err := s.dec.decode(rel, tuple)
 	if err != nil {
 		// A row the relay cannot read is not lost: if it is PENDING and due, the sweeper

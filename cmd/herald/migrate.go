@@ -16,6 +16,9 @@ type commonConfig struct {
 	MaxConns    int
 	LogLevel    string
 	LogFormat   string
+	// sessionSettings are set on every session of the pools (startup parameters), e.g.
+	// herald.events = off (--events=false).
+	sessionSettings map[string]string
 }
 
 func (c *commonConfig) register(f *envFlags) {
@@ -26,7 +29,7 @@ func (c *commonConfig) register(f *envFlags) {
 }
 
 func openPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
-	pool, err := pgpool.New(ctx, c.DatabaseURL, int32(c.MaxConns))
+	pool, err := pgpool.New(ctx, c.DatabaseURL, int32(c.MaxConns), c.sessionSettings)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -48,6 +48,7 @@ type serveConfig struct {
 	TemplatesDir    string
 	Topics          topicConfig
 	Relay           relayFlags
+	Events          eventsFlags
 	Partitions      partition.Config
 	Dispatch        dispatchFlags
 	Groups          groupFlags
@@ -76,6 +77,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
 	c.Topics.register(f)
 	c.Relay.register(f)
+	c.Events.register(f)
 	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
 	f.Int(&c.Partitions.Ahead, "partitions-ahead", partition.DefaultAhead, "days after today whose partitions are created ahead")
 	f.Duration(&c.Partitions.Interval, "partition-interval", partition.DefaultInterval, "time between two partition passes (create ahead, drop past the retention)")
@@ -98,6 +100,10 @@ func (c *serveConfig) validate() error {
 	if err := c.validateConns(); err != nil {
 		return err
 	}
+	if c.Events.Partitions < 1 {
+		return fmt.Errorf("--events-partitions %d: at least 1", c.Events.Partitions)
+	}
+	c.Events.apply(c)
 	if err := c.Senders.validate(c.has("dispatch")); err != nil {
 		return err
 	}

@@ -10,10 +10,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// listSQL lists the partitions of the three tables.
+// listSQL lists the partitions of the partitioned tables.
 const listSQL = `
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
- WHERE i.inhparent IN ('notification'::regclass, 'delivery'::regclass, 'delivery_attempt'::regclass)`
+ WHERE i.inhparent IN ('notification'::regclass, 'delivery'::regclass, 'delivery_attempt'::regclass,
+                       'delivery_event'::regclass)`
 
 // days maps a day to the tables that have a partition of it.
 type days map[Day]map[string]bool
@@ -43,8 +44,8 @@ func existing(ctx context.Context, conn *pgxpool.Conn) (days, error) {
 	return have, nil
 }
 
-// createSQL creates a day's partitions of the three tables (the function is migration
-// 00060's, shared with the conversion of an existing database).
+// createSQL creates a day's partitions of the partitioned tables (the function is migration
+// 00060's, shared with the conversion of an existing database; 00090 adds delivery_event's).
 const createSQL = `SELECT herald_create_partitions($1::date)`
 
 // create makes sure today and the Ahead days after it have their partitions. Days that

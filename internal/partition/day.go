@@ -10,8 +10,9 @@ import (
 )
 
 // Tables are the partitioned tables, in the order a day's partitions are dropped (an
-// attempt partition references its delivery partition).
-var Tables = []string{"delivery_attempt", "delivery", "notification"}
+// attempt partition references its delivery partition; the status events of delivery_event,
+// migration 00090, reference nothing and go with their day).
+var Tables = []string{"delivery_event", "delivery_attempt", "delivery", "notification"}
 
 // Day is a UTC calendar day: midnight UTC of it.
 type Day time.Time
@@ -73,7 +74,7 @@ func (d Day) String() string { return d.Time().Format(time.DateOnly) }
 // Name is the name of table's partition of the day, e.g. delivery_20261130.
 func (d Day) Name(table string) string { return table + "_" + d.Suffix() }
 
-var partitionName = regexp.MustCompile(`^(notification|delivery|delivery_attempt)_([0-9]{8})$`)
+var partitionName = regexp.MustCompile(`^(notification|delivery|delivery_attempt|delivery_event)_([0-9]{8})$`)
 
 // parseName returns the table and day of a partition name made by Name.
 func parseName(name string) (string, Day, error) {

@@ -265,3 +265,39 @@ func TestOnePassAtATime(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Ran)
 }
+
+// TestRetentionDropsTheDaysEvents: status events live in the partition of the day they were
+// written (their UUIDv7 id), and a day dropped by the retention takes its events with it;
+// the events of a later day stay.
+func TestRetentionDropsTheDaysEvents(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	old := DayOf(e.now).Add(-40)
+	e.createDay(old)
+	require.True(t, e.exists(old.Name("delivery_event")), "herald_create_partitions makes the day's event partition")
+
+	// A transition today writes its event into today's partition.
+	_, today, err := e.insertAt(e.now, e.now, herald.StatusSent)
+	require.NoError(t, err)
+	var todays uuid.UUID
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM delivery_event WHERE delivery_id = $1`, today).Scan(&todays))
+	require.Equal(t, DayOf(e.now).Name("delivery_event"), e.partitionOf("delivery_event", "id", todays))
+
+	// The old day's delivery and an event written that day (fixture rows: routing only).
+	at := old.Time().Add(12 * time.Hour)
+	nid, did, err := e.insertAt(at, at, herald.StatusSent)
+	require.NoError(t, err)
+	oldEvent, err := deliverytest.IDAt(at)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO delivery_event (id, type, client_id, notification_id, delivery_id, occurred_at, data)
+		VALUES ($1, 'herald.delivery.sent', $2, $3, $4, $5, '{}')`, oldEvent, e.clientID, nid, did, at)
+	require.NoError(t, err)
+	require.Equal(t, old.Name("delivery_event"), e.partitionOf("delivery_event", "id", oldEvent))
+
+	res, err := e.manager(Config{Retention: 30 * 24 * time.Hour}).Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Day{old}, res.Dropped)
+	require.False(t, e.exists(old.Name("delivery_event")))
+	require.Zero(t, e.count(`SELECT count(*) FROM delivery_event WHERE id = $1`, oldEvent), "the day's events went with it")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM delivery_event WHERE id = $1`, todays), "today's stay")
+}

@@ -111,7 +111,7 @@ func (m *Manager) check(ctx context.Context, conn *pgxpool.Conn, d Day, tables m
 }
 
 // drop deletes the day's idempotency keys (in batches, before the partitions: a key never
-// outlives its notification) and then detaches and drops the day's partitions of the three
+// outlives its notification) and then detaches and drops the day's partitions of the four
 // tables in one transaction.
 func (m *Manager) drop(ctx context.Context, conn *pgxpool.Conn, d Day, tables map[string]bool) (Kept, error) {
 	var keys int64

@@ -39,12 +39,18 @@ func ParseConfig(connString string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// New opens a pool on connString with herald's session settings and at most maxConns
-// connections (0: pgxpool's default). It does not dial; the first query does.
-func New(ctx context.Context, connString string, maxConns int32) (*pgxpool.Pool, error) {
+// New opens a pool on connString with herald's session settings, the given extra settings
+// (startup parameters; nil: none) and at most maxConns connections (0: pgxpool's default).
+// It does not dial; the first query does.
+func New(ctx context.Context, connString string, maxConns int32, settings ...map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
+	}
+	for _, m := range settings {
+		for k, v := range m {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns

@@ -1,0 +1,133 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/cekafka"
+)
+
+// eventTable is the status-event outbox (migration 00090, docs/events.md). The publication
+// carries its inserts beside delivery's, through the partition root.
+const eventTable = "delivery_event"
+
+// eventRow is a delivery_event row as the relay publishes it.
+type eventRow struct {
+	ID             string
+	Type           herald.EventType
+	ClientID       string
+	NotificationID string
+	DeliveryID     string
+	OccurredAt     time.Time
+	Data           []byte // herald.EventData, JSON
+	Traceparent    string // "" when the delivery has none
+}
+
+// decodeEvent reads an event row out of an insert's tuple. Inserts carry every column, so
+// no value arrives as unchanged TOAST.
+func (d *tupleDecoder) decodeEvent(rel *relation, tuple *pglogrepl.TupleData) (eventRow, error) {
+	var e eventRow
+	if tuple == nil {
+		return e, fmt.Errorf("no tuple")
+	}
+	col := func(name string) (string, bool, error) {
+		i, ok := rel.columns[name]
+		if !ok || i >= len(tuple.Columns) {
+			return "", false, fmt.Errorf("column %s missing from relation %s.%s", name, rel.namespace, rel.name)
+		}
+		switch c := tuple.Columns[i]; c.DataType {
+		case pglogrepl.TupleDataTypeText:
+			return string(c.Data), true, nil
+		case pglogrepl.TupleDataTypeNull:
+			return "", false, nil
+		default:
+			return "", false, fmt.Errorf("column %s: unexpected tuple data type %q", name, c.DataType)
+		}
+	}
+	var typ, at, data string
+	for _, f := range []struct {
+		name     string
+		into     *string
+		nullable bool
+	}{{"id", &e.ID, false}, {"type", &typ, false}, {"client_id", &e.ClientID, false},
+		{"notification_id", &e.NotificationID, false}, {"delivery_id", &e.DeliveryID, false},
+		{"occurred_at", &at, false}, {"data", &data, false}, {"traceparent", &e.Traceparent, true}} {
+		v, ok, err := col(f.name)
+		if err == nil && !ok && !f.nullable {
+			err = fmt.Errorf("column %s is null", f.name)
+		}
+		if err != nil {
+			return e, err
+		}
+		*f.into = v
+	}
+	e.Type, e.Data = herald.EventType(typ), []byte(data)
+	var err error
+	if e.OccurredAt, err = d.timestamptz(at); err != nil {
+		return e, fmt.Errorf("column occurred_at: %w", err)
+	}
+	return e, nil
+}
+
+// cloudEvent is the row as a CloudEvents 1.0 event: id, source herald.EventSource, the
+// type, subject = the delivery id, time = occurred_at, the heraldclient extension, and the
+// data as application/json.
+func (e eventRow) cloudEvent() (*event.Event, error) {
+	ce := event.New(event.CloudEventsVersionV1)
+	ce.SetID(e.ID)
+	ce.SetSource(herald.EventSource)
+	ce.SetType(string(e.Type))
+	ce.SetSubject(e.DeliveryID)
+	ce.SetTime(e.OccurredAt)
+	ce.SetExtension(herald.EventClientExtension, e.ClientID)
+	ce.SetDataContentType(event.ApplicationJSON)
+	ce.DataEncoded = e.Data
+	if err := ce.Validate(); err != nil {
+		return nil, fmt.Errorf("event %s: %w", e.ID, err)
+	}
+	return &ce, nil
+}
+
+// record is the Kafka record of the event: CloudEvents Kafka binding, binary mode, key =
+// the notification id (a notification's events stay in one partition, in order), and the
+// delivery's traceparent when it has one.
+func (e eventRow) record(topic string) (*kgo.Record, error) {
+	ce, err := e.cloudEvent()
+	if err != nil {
+		return nil, err
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(e.NotificationID), Headers: make([]kgo.RecordHeader, 0, 9)}
+	if err := cekafka.Write(context.Background(), ce, rec); err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
+	}
+	if e.Traceparent != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: herald.HeaderTraceparent, Value: []byte(e.Traceparent)})
+	}
+	return rec, nil
+}
+
+// publishEvent produces the record of e to the events topic. done is called exactly once,
+// from a Kafka client goroutine, with the outcome.
+func (p *publisher) publishEvent(e eventRow, done func(error)) {
+	rec, err := e.record(p.eventsTopic)
+	if err != nil {
+		done(err)
+		return
+	}
+	p.inFlight.Add(1)
+	p.kafka.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		p.inFlight.Add(-1)
+		if err != nil {
+			err = fmt.Errorf("produce event %s to %s: %w", e.ID, p.eventsTopic, err)
+		} else {
+			p.metrics.eventPublished(e.Type)
+		}
+		done(err)
+	})
+}
