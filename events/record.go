@@ -1,61 +1,46 @@
 package events
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/cekafka"
 	"github.com/heraldhq/herald/internal/endpoint"
-)
-
-// The CloudEvents Kafka protocol binding, binary mode: each attribute a "ce_" header, the
-// record value the data.
-const (
-	headerPrefix      = "ce_"
-	headerSpecVersion = headerPrefix + "specversion"
-	headerID          = headerPrefix + "id"
-	headerType        = headerPrefix + "type"
-	headerSubject     = headerPrefix + "subject"
-	headerTime        = headerPrefix + "time"
-	headerClient      = headerPrefix + herald.EventClientExtension
 )
 
 var errNotAnEvent = errors.New("not a herald status event")
 
-// parseRecord reads a herald.events record into an event. A record that is not a valid
-// CloudEvents 1.0 status event of a client is errNotAnEvent: it is skipped and counted.
-func parseRecord(r *kgo.Record) (endpoint.Event, error) {
-	h := map[string]string{}
-	for _, kv := range r.Headers {
-		h[kv.Key] = string(kv.Value)
-	}
-	if h[headerSpecVersion] != "1.0" {
-		return endpoint.Event{}, fmt.Errorf("%w: specversion %q", errNotAnEvent, h[headerSpecVersion])
-	}
-	t, err := herald.ParseEventType(h[headerType])
+// parseRecord reads a herald.events record (the CloudEvents Kafka binding, binary mode, read
+// with the SDK through internal/cekafka) into an event. A record that is not a valid
+// CloudEvents status event of a client is errNotAnEvent: it is skipped and counted.
+func parseRecord(rec *kgo.Record) (endpoint.Event, error) {
+	ce, err := binding.ToEvent(context.Background(), cekafka.NewMessage(rec))
 	if err != nil {
 		return endpoint.Event{}, fmt.Errorf("%w: %v", errNotAnEvent, err)
 	}
-	id, err := uuid.Parse(h[headerID])
+	if err := ce.Validate(); err != nil {
+		return endpoint.Event{}, fmt.Errorf("%w: %v", errNotAnEvent, err)
+	}
+	t, err := herald.ParseEventType(ce.Type())
 	if err != nil {
+		return endpoint.Event{}, fmt.Errorf("%w: %v", errNotAnEvent, err)
+	}
+	if _, err := uuid.Parse(ce.ID()); err != nil {
 		return endpoint.Event{}, fmt.Errorf("%w: id", errNotAnEvent)
 	}
-	client, err := uuid.Parse(h[headerClient])
-	if err != nil {
-		return endpoint.Event{}, fmt.Errorf("%w: event %s: %s", errNotAnEvent, id, headerClient)
+	client, _ := ce.Extensions()[herald.EventClientExtension].(string)
+	if _, err := uuid.Parse(client); err != nil {
+		return endpoint.Event{}, fmt.Errorf("%w: event %s: no %s", errNotAnEvent, ce.ID(), herald.EventClientExtension)
 	}
-	at, err := time.Parse(time.RFC3339Nano, h[headerTime])
-	if err != nil {
-		return endpoint.Event{}, fmt.Errorf("%w: event %s: time", errNotAnEvent, id)
+	if !json.Valid(ce.Data()) {
+		return endpoint.Event{}, fmt.Errorf("%w: event %s: data is not JSON", errNotAnEvent, ce.ID())
 	}
-	if !json.Valid(r.Value) {
-		return endpoint.Event{}, fmt.Errorf("%w: event %s: data is not JSON", errNotAnEvent, id)
-	}
-	return endpoint.Event{ID: id.String(), Type: t, ClientID: client.String(), Subject: h[headerSubject],
-		Time: at, Data: r.Value}, nil
+	return endpoint.Event{ID: ce.ID(), Type: t, ClientID: client, Subject: ce.Subject(), Time: ce.Time(), Data: ce.Data()}, nil
 }

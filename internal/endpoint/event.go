@@ -33,9 +33,8 @@ func (e *Event) Body() ([]byte, error) {
 	ce.SetSubject(e.Subject)
 	ce.SetTime(e.Time)
 	ce.SetExtension(herald.EventClientExtension, e.ClientID)
-	if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
-		return nil, fmt.Errorf("event %s: data: %w", e.ID, err)
-	}
+	ce.SetDataContentType(cloudevents.ApplicationJSON)
+	ce.DataEncoded = e.Data
 	if err := ce.Validate(); err != nil {
 		return nil, fmt.Errorf("event %s: %w", e.ID, err)
 	}
