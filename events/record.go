@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -21,7 +23,7 @@ var errNotAnEvent = errors.New("not a herald status event")
 // with the SDK through internal/cekafka) into an event. A record that is not a valid
 // CloudEvents status event of a client is errNotAnEvent: it is skipped and counted.
 func parseRecord(rec *kgo.Record) (endpoint.Event, error) {
-	ce, err := binding.ToEvent(context.Background(), cekafka.NewMessage(rec))
+	ce, err := binding.ToEvent(context.Background(), recordMessage{cekafka.NewMessage(rec), rec})
 	if err != nil {
 		return endpoint.Event{}, fmt.Errorf("%w: %v", errNotAnEvent, err)
 	}
@@ -44,3 +46,35 @@ func parseRecord(rec *kgo.Record) (endpoint.Event, error) {
 	}
 	return endpoint.Event{ID: ce.ID(), Type: t, ClientID: client, Subject: ce.Subject(), Time: ce.Time(), Data: ce.Data()}, nil
 }
+
+// recordMessage adds to cekafka's message the metadata reader that binding.ToEvent asks
+// for: the value of one attribute or extension, from its header.
+type recordMessage struct {
+	*cekafka.Message
+	rec *kgo.Record
+}
+
+func (m recordMessage) header(name string) any {
+	for _, h := range m.rec.Headers {
+		if strings.EqualFold(h.Key, name) {
+			return string(h.Value)
+		}
+	}
+	return nil
+}
+
+// GetAttribute implements binding.MessageMetadataReader.
+func (m recordMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	v := spec.VS.Version(spec.V1.String())
+	a := v.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	if k == spec.DataContentType {
+		return a, m.header(cekafka.ContentType)
+	}
+	return a, m.header(cekafka.Prefix + a.Name())
+}
+
+// GetExtension implements binding.MessageMetadataReader.
+func (m recordMessage) GetExtension(name string) any { return m.header(cekafka.Prefix + name) }
