@@ -39,7 +39,10 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	dsn := stacktest.PostgresURL(t)
-	pool, err := pgxpool.New(context.Background(), dsn)
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	pcfg.MaxConns = 32 // the role, the relay of the benchmark and its writers
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	e := &env{t: t, dsn: dsn, pool: pool, brokers: stacktest.KafkaBrokers(t),
