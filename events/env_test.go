@@ -41,7 +41,7 @@ func newEnv(t testing.TB) *env {
 	dsn := stacktest.PostgresURL(t)
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
-	pcfg.MaxConns = 32 // the role, the relay of the benchmark and its writers
+	pcfg.MaxConns = 16 // the role, the relay of the benchmark and its writers
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
