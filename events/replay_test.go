@@ -66,5 +66,6 @@ func TestReplaySinceATime(t *testing.T) {
 	require.Equal(t, 2, n)
 	heraldtest.WaitFor(t, 30*time.Second, "the second replay", func() bool { return len(rc.got()) == 4 })
 	require.ElementsMatch(t, append(want, want...), rc.ids())
+	heraldtest.WaitFor(t, 10*time.Second, "the second delivery recorded", func() bool { return len(e.results(id, want[0])) == 2 })
 	require.Equal(t, []string{"DELIVERED", "DELIVERED"}, e.results(id, want[0]))
 }
