@@ -61,6 +61,7 @@ func ParseChannel(s string) (Channel, error) {
 //
 //	PENDING ─relay─▶ QUEUED ─worker─▶ SENDING ─▶ SENT | PENDING (retry) | FAILED | EXPIRED
 //	PENDING / QUEUED ─cancel─▶ CANCELLED
+//	SENT ─provider receipt─▶ DELIVERED | UNDELIVERED
 //
 // QUEUED and SENDING rows past their lease go back to PENDING (the reaper).
 type Status string
@@ -75,17 +76,30 @@ const (
 	// StatusCancelled: the notification or its campaign was cancelled before a worker took
 	// the delivery; the provider was never called.
 	StatusCancelled Status = "CANCELLED"
+	// StatusDelivered and StatusUndelivered refine SENT once the provider's receipt says
+	// what became of the message (docs/receipts.md). SENT stays the outcome that metrics,
+	// retention and a campaign's DONE count; a receipt is counted once on its own.
+	StatusDelivered   Status = "DELIVERED"
+	StatusUndelivered Status = "UNDELIVERED"
 )
 
 // Statuses lists every delivery status, in the order of the state machine: the three
 // in-flight states, then the final ones. It returns a new slice each call.
 func Statuses() []Status {
-	return []Status{StatusPending, StatusQueued, StatusSending, StatusSent, StatusFailed, StatusExpired, StatusCancelled}
+	return []Status{StatusPending, StatusQueued, StatusSending, StatusSent, StatusFailed, StatusExpired, StatusCancelled,
+		StatusDelivered, StatusUndelivered}
 }
 
-// Terminal reports whether s is a final state.
+// Terminal reports whether s is a final state: no worker, relay or reaper moves it again
+// (only a provider receipt refines SENT, and an operator's re-drive re-arms a failure).
 func (s Status) Terminal() bool {
-	return s == StatusSent || s == StatusFailed || s == StatusExpired || s == StatusCancelled
+	return s == StatusSent || s == StatusFailed || s == StatusExpired || s == StatusCancelled || s.Received()
+}
+
+// Received reports whether s is a receipt's refinement of SENT (DELIVERED or UNDELIVERED).
+// Such a delivery was counted once, as SENT, when it was sent.
+func (s Status) Received() bool {
+	return s == StatusDelivered || s == StatusUndelivered
 }
 
 // DefaultTopic is the Kafka topic of p's deliveries unless configured otherwise:

@@ -51,7 +51,7 @@ func TestTopologyValidate(t *testing.T) {
 }
 
 func TestStatusLists(t *testing.T) {
-	if got := len(herald.Statuses()); got != 7 {
+	if got := len(herald.Statuses()); got != 9 {
 		t.Fatalf("%d statuses", got)
 	}
 	final := 0
@@ -60,8 +60,8 @@ func TestStatusLists(t *testing.T) {
 			final++
 		}
 	}
-	if final != 4 {
-		t.Fatalf("%d final statuses, want 4", final)
+	if final != 6 {
+		t.Fatalf("%d final statuses, want 6", final)
 	}
 	s := herald.Statuses()
 	s[0] = "X"

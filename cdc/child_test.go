@@ -26,7 +26,7 @@ type child struct {
 func (h *harness) childConfig() childConfig {
 	return childConfig{
 		URL: h.url, Slot: h.cfg.Slot, Publication: h.cfg.Publication,
-		Brokers: strings.Join(h.brokers, ","), Topics: h.cfg.Topics,
+		Brokers: strings.Join(h.brokers, ","), Topics: h.cfg.Topics, EventsTopic: h.cfg.EventsTopic,
 	}
 }
 

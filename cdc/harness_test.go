@@ -52,23 +52,27 @@ func newHarnessOn(t testing.TB, brokers []string, url string) *harness {
 	t.Cleanup(pool.Close)
 
 	topics := map[herald.Priority]string{}
+	var events string
 	if brokers == nil {
 		brokers = stacktest.KafkaBrokers(t)
-		names := stacktest.KafkaTopics(t, map[string]int32{"high": 3, "normal": 2, "low": 1})
+		names := stacktest.KafkaTopics(t, map[string]int32{"high": 3, "normal": 2, "low": 1, "events": 2})
 		topics = map[herald.Priority]string{
 			herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"],
 		}
+		events = names["events"]
 	} else {
 		prefix := stacktest.Name("t")
 		for _, p := range herald.Priorities {
 			topics[p] = prefix + "." + string(p)
 		}
+		events = prefix + ".events"
 	}
 	h := &harness{t: t, url: url, pool: pool, brokers: brokers}
 	h.cfg = Config{
 		Slot:           stacktest.Name("slot"),
 		Publication:    stacktest.Name("pub"),
 		Topics:         topics,
+		EventsTopic:    events,
 		Partitions:     map[herald.Priority]int32{herald.PriorityHigh: 3, herald.PriorityNormal: 2, herald.PriorityLow: 1},
 		StatusInterval: time.Second,
 		SweepInterval:  200 * time.Millisecond,

@@ -32,9 +32,9 @@ func TestMain(m *testing.M) {
 // childConfig is what a parent test passes to a relay child process, in environment
 // variables.
 type childConfig struct {
-	URL, Slot, Publication, Brokers string
-	Topics                          map[herald.Priority]string
-	MaxInFlight                     int
+	URL, Slot, Publication, Brokers, EventsTopic string
+	Topics                                       map[herald.Priority]string
+	MaxInFlight                                  int
 }
 
 func (c childConfig) env() []string {
@@ -45,6 +45,7 @@ func (c childConfig) env() []string {
 		"HERALD_CDC_TEST_PUBLICATION="+c.Publication,
 		"HERALD_CDC_TEST_BROKERS="+c.Brokers,
 		"HERALD_CDC_TEST_TOPICS="+c.Topics[herald.PriorityHigh]+","+c.Topics[herald.PriorityNormal]+","+c.Topics[herald.PriorityLow],
+		"HERALD_CDC_TEST_EVENTS_TOPIC="+c.EventsTopic,
 		fmt.Sprintf("HERALD_CDC_TEST_MAX_IN_FLIGHT=%d", c.MaxInFlight),
 	)
 }
@@ -77,6 +78,7 @@ func runChild() int {
 		Topics: map[herald.Priority]string{
 			herald.PriorityHigh: topics[0], herald.PriorityNormal: topics[1], herald.PriorityLow: topics[2],
 		},
+		EventsTopic:    os.Getenv("HERALD_CDC_TEST_EVENTS_TOPIC"),
 		MaxInFlight:    maxInFlight,
 		StatusInterval: time.Second,
 		SweepInterval:  200 * time.Millisecond,

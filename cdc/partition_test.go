@@ -25,6 +25,7 @@ func TestRelayPublishesAfterPartitionMigrationAndDrop(t *testing.T) {
 	ctx := context.Background()
 	h := newHarnessOn(t, nil, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
 	h.exec(`CREATE PUBLICATION ` + h.cfg.Publication + ` FOR TABLE delivery WITH (publish = 'insert, update')`)
+	events := h.collectEvents()
 	h.startRelay(h.cfg)
 
 	var now time.Time
@@ -53,6 +54,10 @@ func TestRelayPublishesAfterPartitionMigrationAndDrop(t *testing.T) {
 	require.True(t, ok)
 	h.waitAll([]string{did.String()}, 60*time.Second) // a PENDING row of an old day is published like any other
 	deliverytest.Place(t, h.pool, []string{did.String()}, deliverytest.Spec{Status: herald.StatusSent})
+	// The outbox (migration 00090, run while the relay streamed) joined the publication: the
+	// SENT's event is streamed without a restart.
+	sent := h.queryString(`SELECT id::text FROM delivery_event WHERE delivery_id = $1`, did)
+	eventually(t, 30*time.Second, func() bool { return events.missing([]string{sent}) == 0 }, "event %s never reached Kafka", sent)
 
 	m, err := partition.New(partition.Config{Retention: 30 * 24 * time.Hour}, h.pool, zaptest.NewLogger(t))
 	require.NoError(t, err)

@@ -71,9 +71,13 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("look up publication %s: %w", name, err)
 	}
+	tables, err := existingTables(ctx, pool)
+	if err != nil {
+		return err
+	}
 	// name is checked against identifier in validate: safe to splice.
 	if !exists {
-		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(publishedTables, ", ")+`
+		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(tables, ", ")+`
 			WITH (publish = 'insert, update', publish_via_partition_root = true)`)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
@@ -84,7 +88,7 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 		}
 		return nil
 	}
-	for _, t := range publishedTables {
+	for _, t := range tables {
 		if !slices.Contains(have, t) {
 			if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` ADD TABLE `+t); err != nil {
 				return fmt.Errorf("add table %s to publication %s: %w", t, name, err)
@@ -97,6 +101,19 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 		}
 	}
 	return nil
+}
+
+// existingTables returns the publishedTables the database has: a relay may stream from a
+// database that its migrations have not reached yet (the outbox is migration 00090's, which
+// adds it to the publication itself when it runs).
+func existingTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	var out []string
+	err := pool.QueryRow(ctx, `SELECT ARRAY(SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NOT NULL)`,
+		publishedTables).Scan(&out)
+	if err != nil {
+		return nil, fmt.Errorf("look up the published tables: %w", err)
+	}
+	return out, nil
 }
 
 // ensureSlot creates the durable pgoutput slot if it does not exist and reports whether it

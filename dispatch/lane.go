@@ -46,7 +46,7 @@ func newLane(d *Dispatcher, p herald.Priority) *lane {
 		log:      d.log.With(zap.String("lane", string(p))),
 		attrs:    metric.WithAttributes(attribute.String("priority", string(p))),
 		tracker:  newOffsetTracker(),
-		outcomes: newOutcomeWriter(d.pool),
+		outcomes: newOutcomeWriter(d.pool, d.log.With(zap.String("lane", string(p)))),
 		stopping: make(chan struct{}),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald/internal/delivery"
 )
@@ -36,12 +37,13 @@ type outcomeResult struct {
 // outcomeWriter is one lane's group-commit writer pool.
 type outcomeWriter struct {
 	pool  *pgxpool.Pool
+	log   *zap.Logger
 	queue chan *outcomeWrite
 	wg    sync.WaitGroup
 }
 
-func newOutcomeWriter(pool *pgxpool.Pool) *outcomeWriter {
-	return &outcomeWriter{pool: pool}
+func newOutcomeWriter(pool *pgxpool.Pool, log *zap.Logger) *outcomeWriter {
+	return &outcomeWriter{pool: pool, log: log}
 }
 
 // start runs the writers until stop. Every write runs on a context detached from the lane's,
@@ -108,6 +110,7 @@ func (r *outcomeWriter) flush(batch []*outcomeWrite) {
 		_, ok := recorded[w.rec.ID]
 		w.done <- outcomeResult{ok: ok, err: err}
 	}
+	r.applyHeldReceipts(batch, recorded)
 }
 
 // write1 writes the outcomes of batch with one delivery.RecordBatch.

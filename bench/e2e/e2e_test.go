@@ -58,6 +58,8 @@ type options struct {
 	campaignRate int   // the expander's pace in deliveries/s; 0: herald's default, -1: unpaced
 	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
 	tracer *sdktrace.TracerProvider
+	// eventsOff: herald's sessions write no status events (herald serve --events=false).
+	eventsOff bool
 }
 
 func startStack(b *testing.B, o options) *stack {
@@ -70,6 +72,9 @@ func startStack(b *testing.B, o options) *stack {
 	// Pools as herald serve sizes them: one for ingest (and the expander), one for dispatch
 	// with a connection per lane worker and four more, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
+	if o.eventsOff {
+		dbURL = withEventsOff(b, dbURL)
+	}
 	s := &stack{pool: newPool(b, dbURL, o.poolConns), cancel: cancel}
 	relayPool := newPool(b, dbURL, 4)
 	workers := 4
@@ -81,7 +86,7 @@ func startStack(b *testing.B, o options) *stack {
 	}
 	dispatchPool := newPool(b, dbURL, int32(workers))
 	b.Cleanup(s.stop)
-	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2})
+	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2, "events": cdc.DefaultEventsPartitions})
 	rdb, prefix := stacktest.Redis(b)
 	log := zap.NewNop()
 
@@ -103,7 +108,7 @@ func startStack(b *testing.B, o options) *stack {
 	heraldtest.Must(b, err)
 	b.Cleanup(kcl.Close)
 	slot := stacktest.Name("bench")
-	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority}, relayPool, kcl, log)
+	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"]}, relayPool, kcl, log)
 	heraldtest.Must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}

@@ -107,22 +107,29 @@ func (s *senderFlags) validate(dispatches bool) error {
 // checkECDSAPublicKey checks that key is an ECDSA P-256 public key, as SendGrid's Event
 // Webhook gives it (base64 of the DER SubjectPublicKeyInfo) or in PEM.
 func checkECDSAPublicKey(key string) error {
+	_, err := parseECDSAPublicKey(key)
+	return err
+}
+
+// parseECDSAPublicKey reads an ECDSA P-256 public key, PEM or base64 DER.
+func parseECDSAPublicKey(key string) (*ecdsa.PublicKey, error) {
 	der := []byte(nil)
 	if block, _ := pem.Decode([]byte(key)); block != nil {
 		der = block.Bytes
 	} else {
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key))
 		if err != nil {
-			return errors.New("neither PEM nor base64")
+			return nil, errors.New("neither PEM nor base64")
 		}
 		der = b
 	}
 	pub, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
-		return fmt.Errorf("not a public key: %w", err)
+		return nil, fmt.Errorf("not a public key: %w", err)
 	}
-	if ec, ok := pub.(*ecdsa.PublicKey); !ok || ec.Curve != elliptic.P256() {
-		return errors.New("not an ECDSA P-256 key")
+	ec, ok := pub.(*ecdsa.PublicKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, errors.New("not an ECDSA P-256 key")
 	}
-	return nil
+	return ec, nil
 }

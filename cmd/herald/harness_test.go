@@ -192,6 +192,8 @@ func newStack(t *testing.T) *stack {
 		args = append(args, "--topic-"+p, topics[p], "--dispatch-group-"+p, g+"_"+p)
 	}
 	args = append(args, "--partitions-high", "4", "--partitions-normal", "4", "--partitions-low", "2")
+	// The status events of the test's transitions go to a topic of its own.
+	args = append(args, "--events-topic", stacktest.KafkaTopics(t, map[string]int32{"events": 2})["events"], "--events-partitions", "2")
 	return &stack{dsn: dsn, args: args}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/receipts"
 	"github.com/heraldhq/herald/senders/apns"
 	"github.com/heraldhq/herald/senders/fcm"
 	"github.com/heraldhq/herald/senders/push"
@@ -67,7 +68,7 @@ type senderFlags struct {
 func (s *senderFlags) register(f *envFlags) {
 	f.String(&s.Mode, "senders", sendersLog, "senders: log (log each delivery, call no provider) or providers (the providers configured by the flags below)")
 	f.String(&s.CAFile, "sender-ca-file", "", "PEM file of extra trusted roots for every provider connection (a private CA, the simulator's sim.pem)")
-	f.String(&s.PublicURL, "public-url", "", "the address providers reach herald's API listener at, e.g. https://herald.example.com: receipt URLs are built from it (Vonage's callback); empty: no per-message receipt URL is sent")
+	f.String(&s.PublicURL, "public-url", "", "the address providers reach herald's API listener at, e.g. https://herald.example.com: receipt URLs are built from it (Twilio's StatusCallback, Vonage's callback) and Twilio's signatures checked against it; empty: no per-message receipt URL is sent")
 	f.Strings(&s.Channels, "channels", nil, "channels this installation delivers (PUSH, EMAIL, SMS, WEBHOOK); a notification for another is suppressed channel_unavailable. Give every process the same. Default: with --senders providers the channels whose providers are configured, with --senders log every channel")
 	f.String(&s.SMSProviders, "sms-providers", "", "SMS providers and weights, e.g. twilio=100,vonage=0 (twilio, vonage; 0: standby; a name alone weighs 100). Two or more listed: SMS is routed by health between them (docs/dispatch.md). Default: the configured ones, the first (twilio, then vonage) at 100, and the first alone serves SMS")
 	f.String(&s.EmailProviders, "email-providers", "", "EMAIL providers and weights, e.g. smtp=100,sendgrid=0 (smtp, sendgrid; as --sms-providers). Default: the configured ones, the first (smtp, then sendgrid) at 100, and the first alone serves EMAIL")
@@ -213,9 +214,7 @@ func (s *senderFlags) build(log *zap.Logger, secrets webhook.Secrets) (map[heral
 func (s *senderFlags) newProvider(name string, log *zap.Logger) (dispatch.Sender, func() error, error) {
 	switch name {
 	case "twilio":
-		cfg := s.Twilio
-		cfg.HTTP.CAFile = s.CAFile
-		tw, err := twilio.New(cfg, log)
+		tw, err := twilio.New(s.twilioConfig(), log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -253,8 +252,16 @@ func (s *senderFlags) newProvider(name string, log *zap.Logger) (dispatch.Sender
 	return nil, nil, fmt.Errorf("unknown provider %q", name)
 }
 
-// vonageReceiptPath is where, under --public-url, Vonage posts its delivery receipts.
-const vonageReceiptPath = "/providers/vonage/dlr"
+// twilioConfig is the Twilio sender's configuration: the flags, the sender CA file and, with
+// --public-url, the status callback URL of every message.
+func (s *senderFlags) twilioConfig() twilio.Config {
+	cfg := s.Twilio
+	cfg.HTTP.CAFile = s.CAFile
+	if s.PublicURL != "" {
+		cfg.StatusCallbackURL = strings.TrimRight(s.PublicURL, "/") + receipts.TwilioPath
+	}
+	return cfg
+}
 
 // vonageConfig is the Vonage sender's configuration: the flags, the sender CA file and, with
 // --public-url, the receipt URL as every message's callback.
@@ -262,7 +269,7 @@ func (s *senderFlags) vonageConfig() vonage.Config {
 	cfg := s.Vonage
 	cfg.HTTP.CAFile = s.CAFile
 	if s.PublicURL != "" {
-		cfg.CallbackURL = strings.TrimRight(s.PublicURL, "/") + vonageReceiptPath
+		cfg.CallbackURL = strings.TrimRight(s.PublicURL, "/") + receipts.VonagePath
 	}
 	return cfg
 }

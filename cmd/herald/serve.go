@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/redrive"
+	"github.com/heraldhq/herald/receipts"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,6 +57,7 @@ type serveConfig struct {
 	Senders         senderFlags
 	Routing         routeFlags
 	Console         consoleFlags
+	Receipts        receiptFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -88,6 +90,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Senders.register(f)
 	c.Routing.register(f)
 	c.Console.register(f)
+	c.Receipts.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -199,8 +202,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	mux := http.NewServeMux()
+	var rx *receipts.Receiver
 	if c.has("ingest") {
 		mux.Handle("/", api.Handler())
+		if rx, err = newReceiver(c, pool, log); err != nil {
+			return err
+		}
+		mountReceipts(mux, rx, log)
 	} else { // the probes only: the same answers as an ingest process
 		mux.Handle("/healthz", api.Handler())
 		mux.Handle("/readyz", api.Handler())
@@ -223,11 +231,12 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		runs = append(runs, component{"campaign expander", x.Run})
-		rx, err := redrive.New(c.Redrive, pool, log)
+		rdx, err := redrive.New(c.Redrive, pool, log)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, component{"re-drive executor", rx.Run})
+		runs = append(runs, component{"re-drive executor", rdx.Run})
+		runs = append(runs, component{"held receipts", rx.Run})
 	}
 	if c.has("relay") {
 		relay, closeRelay, err := newRelay(ctx, c, log)

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald/receipts"
 	"github.com/heraldhq/herald/senders/sim"
 )
 
@@ -21,18 +28,20 @@ const (
 	simVonageKey    = "simvonagekey"
 	simVonageSecret = "sim-vonage-secret"
 	simVonageFrom   = "Herald"
-	simSendGridKey  = "SG.sim-sendgrid-key"
-	simSMTPFrom     = "Herald <herald@herald.localhost>"
-	simAPNsKeyID    = "SIMKEY0001"
-	simAPNsTeamID   = "SIMTEAM001"
-	simAPNsTopic    = "dev.herald.sim"
-	simEnvFile      = "herald.env"
+	// simVonageSignatureSecret signs the simulated Vonage delivery receipts.
+	simVonageSignatureSecret = "sim-vonage-signature-secret"
+	simSendGridKey           = "SG.sim-sendgrid-key"
+	simSMTPFrom              = "Herald <herald@herald.localhost>"
+	simAPNsKeyID             = "SIMKEY0001"
+	simAPNsTeamID            = "SIMTEAM001"
+	simAPNsTopic             = "dev.herald.sim"
+	simEnvFile               = "herald.env"
 )
 
 // simEnvSecrets are the variables of the env file that stdout shows masked.
 var simEnvSecrets = map[string]bool{
 	"HERALD_TWILIO_AUTH_TOKEN": true, "HERALD_SMTP_PASSWORD": true,
-	"HERALD_VONAGE_API_SECRET": true, "HERALD_SENDGRID_API_KEY": true,
+	"HERALD_VONAGE_API_SECRET": true, "HERALD_SENDGRID_API_KEY": true, "HERALD_VONAGE_SIGNATURE_SECRET": true,
 }
 
 type simConfig struct {
@@ -42,6 +51,11 @@ type simConfig struct {
 	latency   string
 	logLevel  string
 	logFormat string
+	// publicURL is herald's --public-url: SendGrid's events go to it (Twilio and Vonage post
+	// to the URL each message names). receipts says whether receipts are sent at all.
+	publicURL string
+	receipts  bool
+	rc        sim.Receipts
 }
 
 func (c *simConfig) register(f *envFlags) {
@@ -54,6 +68,12 @@ func (c *simConfig) register(f *envFlags) {
 	f.String(&c.latency, "sim-latency", "", "response latency, e.g. all.median=20ms,all.p99=200ms,apns.min=5ms (provider or all; min, median, p99)")
 	f.secret(&c.cfg.WebhookSecret, "sim-webhook-secret", "whsec_ secret the webhook receiver checks the Standard Webhooks signature with, e.g. the one herald apikey create printed (default: none, no check)")
 	f.Int(&c.cfg.MaxRecords, "sim-max-records", sim.DefaultMaxRecords, "records kept; the oldest tenth is dropped when full")
+	f.String(&c.publicURL, "public-url", "", "herald's public URL (the same as herald serve's), where the simulated SendGrid posts its Event Webhook; herald sim writes it to "+simEnvFile)
+	f.Bool(&c.receipts, "sim-receipts", true, "send delivery receipts (Twilio status callbacks, Vonage DLRs, SendGrid events), signed, to herald")
+	f.Float(&c.rc.Delivered, "sim-receipts-delivered", 0.95, "share of accepted messages whose receipt says delivered; the others undelivered")
+	f.Duration(&c.rc.Delay.Median, "sim-receipts-delay", 300*time.Millisecond, "median delay from acceptance to the first receipt (log-normal, p99 ten times the median)")
+	f.Float(&c.rc.Duplicate, "sim-receipts-duplicate", 0.05, "share of receipts sent twice (receipts are at least once)")
+	f.Float(&c.rc.Reorder, "sim-receipts-reorder", 0.1, "share of messages whose final receipt goes before the step on the way")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.String(&c.logFormat, "log-format", "console", "log format: json or console")
 }
@@ -82,6 +102,10 @@ func runSim(ctx context.Context, args []string) error {
 	if c.cfg.TLSAddr != "" {
 		c.cfg.CertFile = filepath.Join(c.dir, "sim.pem")
 	}
+	sgPublic, err := c.receiptsConfig()
+	if err != nil {
+		return err
+	}
 	s, err := sim.New(c.cfg, log)
 	if err != nil {
 		return err
@@ -90,6 +114,13 @@ func runSim(ctx context.Context, args []string) error {
 		return err
 	}
 	env := simServeEnv(s, c)
+	if c.cfg.Receipts != nil {
+		env["HERALD_VONAGE_SIGNATURE_SECRET"] = simVonageSignatureSecret
+		env["HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"] = sgPublic
+		if c.publicURL != "" {
+			env["HERALD_PUBLIC_URL"] = c.publicURL
+		}
+	}
 	path := filepath.Join(c.dir, simEnvFile)
 	if err := writeEnvFile(path, env); err != nil {
 		return err
@@ -181,4 +212,30 @@ func printSimEnv(path string, env map[string]string) {
 		}
 		fmt.Printf("#   %s=%s\n", k, v)
 	}
+}
+
+// receiptsConfig sets the simulator's receipts (with --sim-receipts): Twilio's signed with
+// the development auth token, Vonage's with simVonageSignatureSecret, SendGrid's with a key
+// made at start to <public-url>/providers/sendgrid/events. It returns that key's public half
+// (base64 DER) for herald's --sendgrid-webhook-public-key.
+func (c *simConfig) receiptsConfig() (string, error) {
+	if !c.receipts {
+		return "", nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("sim: receipt signing key: %w", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", fmt.Errorf("sim: receipt signing key: %w", err)
+	}
+	rc := c.rc
+	rc.Delay.P99 = 10 * rc.Delay.Median
+	rc.TwilioAuthToken, rc.VonageSignatureSecret, rc.SendGridKey = simTwilioToken, simVonageSignatureSecret, key
+	if c.publicURL != "" {
+		rc.SendGridEventsURL = strings.TrimRight(c.publicURL, "/") + receipts.SendGridPath
+	}
+	c.cfg.Receipts = &rc
+	return base64.StdEncoding.EncodeToString(der), nil
 }

@@ -20,6 +20,9 @@ if ! "$STACK_SH" up mailpit; then
 fi
 export HERALD_HTTP_ADDR="${HERALD_HTTP_ADDR:-127.0.0.1:8080}"
 export HERALD_ADMIN_ADDR="${HERALD_ADMIN_ADDR:-127.0.0.1:9090}"
+# Where the providers (here the simulator) post their delivery receipts: herald's API
+# listener. The simulator signs them with the secrets it writes to herald.env.
+export HERALD_PUBLIC_URL="${HERALD_PUBLIC_URL:-http://$HERALD_HTTP_ADDR}"
 # Jaeger and Prometheus are a help, not a requirement: herald runs without them.
 "$STACK_SH" up jaeger || echo "run: jaeger is not available; traces are not exported" >&2
 # Prometheus scrapes the listener that serves /metrics: the admin listener unless
@@ -92,6 +95,8 @@ herald on $base  (Ctrl-C stops herald and the simulator; the stack keeps running
 dev API key: $key  (scope operator: every route)
 webhook signing secret of this key: $webhook_secret  (Standard Webhooks; the simulator checks it)
 provider simulator: $HERALD_SIM_URL  (log: $SIM_DIR/sim.log)
+receipts: the simulator posts signed delivery receipts to $HERALD_PUBLIC_URL/providers/…, so an SMS or
+  e-mail goes SENT → DELIVERED (or UNDELIVERED) a moment after it is sent (docs/receipts.md)
 SMS: ${HERALD_SMS_PROVIDERS:-twilio, vonage as standby}; EMAIL: ${HERALD_EMAIL_PROVIDERS:-smtp, sendgrid as standby}
   (HERALD_SMS_PROVIDERS=vonage HERALD_EMAIL_PROVIDERS=sendgrid make run sends through the simulated Vonage and SendGrid)
 metrics and pprof (admin listener, no key): http://$HERALD_ADMIN_ADDR/metrics  http://$HERALD_ADMIN_ADDR/debug/pprof/

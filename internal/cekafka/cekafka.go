@@ -136,3 +136,39 @@ func (m *Message) ReadBinary(ctx context.Context, w binding.BinaryWriter) error 
 
 // Finish implements binding.Message.
 func (m *Message) Finish(error) error { return nil }
+
+// GetAttribute implements binding.MessageMetadataReader.
+func (m *Message) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	if m.version == nil {
+		return nil, nil
+	}
+	a := m.version.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	key := a.PrefixedName()
+	if k == spec.DataContentType {
+		key = ContentType
+	}
+	if v, ok := m.header(key); ok {
+		return a, v
+	}
+	return a, nil
+}
+
+// GetExtension implements binding.MessageMetadataReader.
+func (m *Message) GetExtension(name string) any {
+	if v, ok := m.header(Prefix + strings.ToLower(name)); ok {
+		return v
+	}
+	return nil
+}
+
+func (m *Message) header(key string) (string, bool) {
+	for _, h := range m.rec.Headers {
+		if strings.EqualFold(h.Key, key) {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}

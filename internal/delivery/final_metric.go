@@ -16,7 +16,7 @@ import (
 // Provider are empty when the caller that ended it does not know them (the sweeper's bulk
 // expiry knows none; a delivery that never reached a provider has no provider).
 type Final struct {
-	Status   herald.Status // SENT, FAILED, EXPIRED or CANCELLED
+	Status   herald.Status // SENT, FAILED, EXPIRED or CANCELLED; a receipt (DELIVERED, UNDELIVERED) is not counted again
 	Channel  herald.Channel
 	Priority herald.Priority
 	Provider string
@@ -39,7 +39,7 @@ func finals() metric.Int64Counter {
 // CountFinal counts n deliveries that ended as f. Call it once per successful final
 // transition (the compare-and-set matched), never for a transition that matched nothing.
 func CountFinal(ctx context.Context, f Final, n int64) {
-	if n <= 0 || !f.Status.Terminal() {
+	if n <= 0 || !f.Status.Terminal() || f.Status.Received() {
 		return
 	}
 	finals().Add(ctx, n, metric.WithAttributes(

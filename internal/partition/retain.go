@@ -28,6 +28,7 @@ const (
 // finalStatuses are the statuses a delivery never leaves (herald.Status.Terminal).
 var finalStatuses = []string{
 	string(herald.StatusSent), string(herald.StatusFailed), string(herald.StatusExpired), string(herald.StatusCancelled),
+	string(herald.StatusDelivered), string(herald.StatusUndelivered),
 }
 
 // notFinalInDaySQL counts the deliveries of one delivery partition that are not final.

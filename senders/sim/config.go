@@ -54,6 +54,8 @@ type Config struct {
 	MaxRecords int
 	// Seed seeds the fault and latency draws; 0 picks one from the clock.
 	Seed uint64
+	// Receipts, when set, makes Twilio, Vonage and SendGrid send delivery receipts back.
+	Receipts *Receipts
 }
 
 // Latency is a log-normal delay: half the requests wait less than Median, one in a hundred
@@ -111,6 +113,11 @@ func (c *Config) validate() error {
 	for p, l := range c.Latency {
 		if err := l.validate(); err != nil {
 			return fmt.Errorf("sim: latency for %s: %w", p, err)
+		}
+	}
+	if c.Receipts != nil {
+		if err := c.Receipts.validate(); err != nil {
+			return err
 		}
 	}
 	return c.DefaultLatency.validate()

@@ -77,7 +77,32 @@ func (s *Sim) serveProvider(p protocol) http.HandlerFunc {
 			return
 		}
 		p.answer(w, r, o, retryAfter)
+		if o == Accepted {
+			s.scheduleReceipts(p.name, body, key)
+		}
 	}
+}
+
+// scheduleReceipts starts sending the receipts of an accepted message, if it gets any.
+func (s *Sim) scheduleReceipts(provider string, body []byte, key string) {
+	rc := s.cfg.Receipts
+	if rc == nil {
+		return
+	}
+	steps := s.receiptSteps(provider, body, key, s.dice.delivered(rc))
+	if steps == nil {
+		return
+	}
+	select {
+	case <-s.closing:
+		return
+	default:
+	}
+	s.receipts.Add(1)
+	go func() {
+		defer s.receipts.Done()
+		s.sendReceipts(provider, steps)
+	}()
 }
 
 // statusOf is the status each provider answers an outcome with.

@@ -24,6 +24,9 @@ type Sim struct {
 	closing chan struct{}
 	certPEM []byte
 	handler http.Handler
+	// receiptClient posts the receipts; receipts counts the goroutines sending them.
+	receiptClient *http.Client
+	receipts      sync.WaitGroup
 
 	httpLn, tlsLn, smtpLn net.Listener
 	tlsCert               tls.Certificate
@@ -37,11 +40,12 @@ func New(cfg Config, log *zap.Logger) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		cfg:     cfg,
-		log:     log.With(zap.String("component", "sim")),
-		dice:    newDice(cfg),
-		records: newStore(cfg.MaxRecords),
-		closing: make(chan struct{}),
+		cfg:           cfg,
+		log:           log.With(zap.String("component", "sim")),
+		dice:          newDice(cfg),
+		records:       newStore(cfg.MaxRecords),
+		closing:       make(chan struct{}),
+		receiptClient: &http.Client{Timeout: 5 * time.Second},
 	}
 	s.handler = s.routes()
 	var err error
@@ -186,5 +190,6 @@ func (s *Sim) Run(ctx context.Context) error {
 		_ = s.smtpLn.Close() // Close may run before Serve registered the listener
 	}
 	wg.Wait()
+	s.receipts.Wait()
 	return err
 }

@@ -30,6 +30,11 @@ type Config struct {
 	// MessagingServiceSID is required; MessagingServiceSID wins when both are set.
 	From                string
 	MessagingServiceSID string
+	// StatusCallbackURL, when set, is where Twilio posts the status callbacks of each
+	// message (herald's <public-url>/providers/twilio/status): every create carries
+	// StatusCallback = StatusCallbackURL?deliveryId=<delivery id>, which Twilio's signature
+	// covers. Default: none, no callbacks.
+	StatusCallbackURL string
 	// BaseURL is the API root. Default "https://api.twilio.com"; the simulator's URL in
 	// development.
 	BaseURL string
@@ -72,6 +77,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := url.Parse(c.BaseURL); err != nil {
 		return fmt.Errorf("twilio: BaseURL: %w", err)
+	}
+	if c.StatusCallbackURL != "" && !senders.IsHTTPURL(c.StatusCallbackURL) {
+		return errors.New("twilio: StatusCallbackURL: want an absolute http(s) URL")
 	}
 	return nil
 }
@@ -122,6 +130,9 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	} else {
 		form.Set("From", s.cfg.From)
 	}
+	if s.cfg.StatusCallbackURL != "" {
+		form.Set("StatusCallback", StatusCallback(s.cfg.StatusCallbackURL, m.DeliveryID))
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -152,4 +163,17 @@ func (s *Sender) Send(ctx context.Context, m *senders.Message) (senders.Result, 
 	se := classify(resp.StatusCode, body, senders.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
 	senders.LogFailure(s.log, m, se)
 	return res, fmt.Errorf("twilio delivery %s: %w", m.DeliveryID, se)
+}
+
+// DeliveryIDParam is the query parameter of the StatusCallback URL that carries the delivery
+// id back in Twilio's status callbacks (receipts.DeliveryIDParam).
+const DeliveryIDParam = "deliveryId"
+
+// StatusCallback is the StatusCallback URL of delivery deliveryID: base?deliveryId=<id>.
+func StatusCallback(base, deliveryID string) string {
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + DeliveryIDParam + "=" + url.QueryEscape(deliveryID)
 }

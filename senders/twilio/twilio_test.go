@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -137,4 +138,41 @@ func TestConfigValidation(t *testing.T) {
 	s, err := New(Config{AccountSID: "AC1", Password: "x", MessagingServiceSID: "MG1"}, zap.NewNop())
 	require.NoError(t, err)
 	require.Equal(t, "sms:twilio", s.Provider())
+}
+
+// TestStatusCallback: with StatusCallbackURL, every create asks for status callbacks at that
+// URL with the delivery id as its deliveryId parameter; without it, none is asked for.
+func TestStatusCallback(t *testing.T) {
+	got := make(chan url.Values, 2)
+	srv := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		got <- r.PostForm
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"sid":"SM1"}`))
+	})
+	cfg := Config{AccountSID: "ACtest", Password: "token", From: "+15005550001", BaseURL: srv,
+		StatusCallbackURL: "https://herald.example.com/providers/twilio/status"}
+	s, err := New(cfg, zap.NewNop())
+	require.NoError(t, err)
+	m := sendertest.NewMessage(sendertest.Target{})
+	_, err = s.Send(context.Background(), m)
+	require.NoError(t, err)
+	cb, err := url.Parse((<-got).Get("StatusCallback"))
+	require.NoError(t, err)
+	require.Equal(t, "herald.example.com", cb.Host)
+	require.Equal(t, "/providers/twilio/status", cb.Path)
+	require.Equal(t, m.DeliveryID, cb.Query().Get(DeliveryIDParam))
+
+	cfg.StatusCallbackURL = ""
+	s, err = New(cfg, zap.NewNop())
+	require.NoError(t, err)
+	_, err = s.Send(context.Background(), m)
+	require.NoError(t, err)
+	require.False(t, (<-got).Has("StatusCallback"))
+}
+
+func httptestServer(t *testing.T, h http.HandlerFunc) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

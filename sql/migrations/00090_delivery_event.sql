@@ -95,6 +95,22 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- Every publication of the delivery table (the relay's) carries the outbox too, so that a
+-- relay streaming while this migration runs goes on with the events without a restart (the
+-- relay adds the table itself when it creates or finds a publication without it).
+-- +goose StatementBegin
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT p.pubname FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
+              WHERE pr.prrelid = 'delivery'::regclass LOOP
+        EXECUTE format('ALTER PUBLICATION %I ADD TABLE delivery_event', r.pubname);
+    END LOOP;
+END;
+$$;
+-- +goose StatementEnd
+
 -- herald_event_enabled: event writing is on unless the session says herald.events = off
 -- (herald serve --events=false sets it on its connections; docs/events.md).
 -- +goose StatementBegin
@@ -148,7 +164,12 @@ BEGIN
         SELECT * INTO a FROM delivery_attempt WHERE delivery_id = NEW.id AND attempt = NEW.attempts;
         extra := extra || jsonb_build_object('error', jsonb_strip_nulls(jsonb_build_object(
             'class', lower(a.outcome), 'code', coalesce(a.provider_code, NEW.last_error))));
-    WHEN 'EXPIRED', 'CANCELLED', 'UNDELIVERED' THEN
+    WHEN 'UNDELIVERED' THEN
+        -- The receipt that refined SENT is the last one logged (migration 00080's receipts);
+        -- read through to_jsonb so that this function does not depend on the column.
+        extra := extra || jsonb_build_object('error', jsonb_build_object('code', coalesce(
+            nullif(to_jsonb(NEW)->'receipts'->-1->>'code', ''), NEW.last_error, 'undelivered')));
+    WHEN 'EXPIRED', 'CANCELLED' THEN
         extra := extra || jsonb_build_object('error', jsonb_build_object('code', coalesce(NEW.last_error, lower(NEW.status))));
     ELSE NULL;
     END CASE;
