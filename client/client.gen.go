@@ -170,6 +170,39 @@ func (e ErrorClass) Valid() bool {
 	}
 }
 
+// Defines values for EventType.
+const (
+	HeraldDeliveryAttemptFailed EventType = "herald.delivery.attempt_failed"
+	HeraldDeliveryCancelled     EventType = "herald.delivery.cancelled"
+	HeraldDeliveryDelivered     EventType = "herald.delivery.delivered"
+	HeraldDeliveryExpired       EventType = "herald.delivery.expired"
+	HeraldDeliveryFailed        EventType = "herald.delivery.failed"
+	HeraldDeliverySent          EventType = "herald.delivery.sent"
+	HeraldDeliveryUndelivered   EventType = "herald.delivery.undelivered"
+)
+
+// Valid indicates whether the value is a known member of the EventType enum.
+func (e EventType) Valid() bool {
+	switch e {
+	case HeraldDeliveryAttemptFailed:
+		return true
+	case HeraldDeliveryCancelled:
+		return true
+	case HeraldDeliveryDelivered:
+		return true
+	case HeraldDeliveryExpired:
+		return true
+	case HeraldDeliveryFailed:
+		return true
+	case HeraldDeliverySent:
+		return true
+	case HeraldDeliveryUndelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -401,6 +434,30 @@ func (e SuppressionReason) Valid() bool {
 	case SuppressionReasonNoContact:
 		return true
 	case SuppressionReasonOptedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookAttemptResult.
+const (
+	WebhookAttemptResultDELIVERED WebhookAttemptResult = "DELIVERED"
+	WebhookAttemptResultDROPPED   WebhookAttemptResult = "DROPPED"
+	WebhookAttemptResultGONE      WebhookAttemptResult = "GONE"
+	WebhookAttemptResultRETRY     WebhookAttemptResult = "RETRY"
+)
+
+// Valid indicates whether the value is a known member of the WebhookAttemptResult enum.
+func (e WebhookAttemptResult) Valid() bool {
+	switch e {
+	case WebhookAttemptResultDELIVERED:
+		return true
+	case WebhookAttemptResultDROPPED:
+		return true
+	case WebhookAttemptResultGONE:
+		return true
+	case WebhookAttemptResultRETRY:
 		return true
 	default:
 		return false
@@ -2180,6 +2237,624 @@ func (e PutPreferences503ApplicationProblemPlusJSONResponseBodyCode) Valid() boo
 	}
 }
 
+// Defines values for ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCodeInternal ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCodeUnavailable ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson    PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "malformed_json"
+	PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeUnknownField     PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "unknown_field"
+	PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "validation_failed"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson:
+		return true
+	case PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeUnknownField:
+		return true
+	case PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCodeUnsupportedMediaType PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCodeUnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson    GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode = "malformed_json"
+	GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeUnknownField     GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode = "unknown_field"
+	GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode = "validation_failed"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson:
+		return true
+	case GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeUnknownField:
+		return true
+	case GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCodeNotFound GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCodeInternal GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCodeUnavailable GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson    ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "malformed_json"
+	ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeUnknownField     ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "unknown_field"
+	ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode = "validation_failed"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeMalformedJson:
+		return true
+	case ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeUnknownField:
+		return true
+	case ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCodeValidationFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode = "insufficient_scope"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCodeInsufficientScope:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCodeUnsupportedMediaType ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCodeUnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	SendgridEvents403ApplicationProblemPlusJSONResponseBodyCodeBadSignature SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
@@ -2438,6 +3113,9 @@ type DeliveryStatus string
 
 // ErrorClass `TRANSIENT`: retried; `PERMANENT`: failed; `AMBIGUOUS`: the provider may have taken it.
 type ErrorClass string
+
+// EventType defines model for EventType.
+type EventType string
 
 // FieldError defines model for FieldError.
 type FieldError struct {
@@ -2796,6 +3474,61 @@ type Timestamp = time.Time
 // UserIds At most 100,000 per request (more is `413 audience_too_large`).
 type UserIds = []int64
 
+// WebhookAttempt defines model for WebhookAttempt.
+type WebhookAttempt struct {
+	Attempt     int       `json:"attempt"`
+	AttemptedAt time.Time `json:"attemptedAt"`
+	DurationMs  float32   `json:"durationMs"`
+
+	// Error Why the attempt failed (never the URL).
+	Error *string `json:"error,omitempty"`
+
+	// EventId The event's id: the `webhook-id` header.
+	EventId openapi_types.UUID `json:"eventId"`
+
+	// Result `DELIVERED`: 2xx. `RETRY`: a network error, 5xx or 429, tried again on the retry
+	// schedule. `DROPPED`: another 4xx, a non-public address, or the schedule ran out.
+	// `GONE`: 410, the endpoint is disabled.
+	Result WebhookAttemptResult `json:"result"`
+
+	// StatusCode The endpoint's HTTP status; absent when no answer came.
+	StatusCode *int `json:"statusCode,omitempty"`
+}
+
+// WebhookAttemptResult `DELIVERED`: 2xx. `RETRY`: a network error, 5xx or 429, tried again on the retry
+// schedule. `DROPPED`: another 4xx, a non-public address, or the schedule ran out.
+// `GONE`: 410, the endpoint is disabled.
+type WebhookAttemptResult string
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt   time.Time  `json:"createdAt"`
+	Description string     `json:"description"`
+	DisabledAt  *time.Time `json:"disabledAt,omitempty"`
+
+	// Enabled false after the endpoint answered `410 Gone`, until `POST .../enable`.
+	Enabled bool `json:"enabled"`
+
+	// EventTypes Empty is every type.
+	EventTypes []EventType `json:"eventTypes"`
+
+	// FailingSince The first failed attempt since the last successful one; absent while healthy.
+	FailingSince *time.Time         `json:"failingSince,omitempty"`
+	Id           openapi_types.UUID `json:"id"`
+	Url          string             `json:"url"`
+}
+
+// WebhookEndpointRequest defines model for WebhookEndpointRequest.
+type WebhookEndpointRequest struct {
+	Description *string `json:"description,omitempty"`
+
+	// EventTypes The event types to receive (a repeat collapses); empty or absent is every type.
+	EventTypes *[]EventType `json:"eventTypes,omitempty"`
+
+	// Url An absolute http(s) URL without credentials (`http` only where `--webhook-allow-http` is set on the events role).
+	Url string `json:"url"`
+}
+
 // CampaignId defines model for CampaignId.
 type CampaignId = string
 
@@ -2807,6 +3540,9 @@ type Traceparent = string
 
 // UserId defines model for UserId.
 type UserId = int64
+
+// WebhookEndpointId defines model for WebhookEndpointId.
+type WebhookEndpointId = string
 
 // AudienceTooLarge defines model for AudienceTooLarge.
 type AudienceTooLarge struct {
@@ -3365,6 +4101,138 @@ type PutPreferences500ApplicationProblemPlusJSONResponseBodyCode string
 // PutPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences503ApplicationProblemPlusJSONResponseBodyCode string
 
+// ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode string
+
+// ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpoints403ApplicationProblemPlusJSONResponseBodyCode string
+
+// ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode string
+
+// ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
+// DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
+
+// DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode string
+
+// DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode string
+
+// DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
+
+// DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttemptsParams defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttemptsParams struct {
+	// Limit How many attempts (default 100); outside 1-1000 is `400 validation_failed`.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts401ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts403ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts404ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
+type GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode string
+
+// EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
+
+// EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode string
+
+// EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode string
+
+// EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
+
+// EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpointJSONBody defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpointJSONBody struct {
+	// Since Not in the future.
+	Since Timestamp `json:"since"`
+}
+
+// ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint403ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint404ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint413ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint415ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
 // SendgridEventsJSONBody defines parameters for SendgridEvents.
 type SendgridEventsJSONBody = []map[string]interface{}
 
@@ -3425,6 +4293,12 @@ type PutUserJSONRequestBody = ContactRequest
 
 // PutPreferencesJSONRequestBody defines body for PutPreferences for application/json ContentType.
 type PutPreferencesJSONRequestBody = PreferencesRequest
+
+// PostWebhookEndpointJSONRequestBody defines body for PostWebhookEndpoint for application/json ContentType.
+type PostWebhookEndpointJSONRequestBody = WebhookEndpointRequest
+
+// ReplayWebhookEndpointJSONRequestBody defines body for ReplayWebhookEndpoint for application/json ContentType.
+type ReplayWebhookEndpointJSONRequestBody ReplayWebhookEndpointJSONBody
 
 // SendgridEventsJSONRequestBody defines body for SendgridEvents for application/json ContentType.
 type SendgridEventsJSONRequestBody = SendgridEventsJSONBody
@@ -3709,6 +4583,88 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
 	PutPreferences(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookEndpoints The client's webhook endpoints, oldest first
+	//
+	// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpoints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostWebhookEndpointWithBody Register a webhook endpoint for the client's status events
+	//
+	// The calling client's status events (`herald.delivery.*`, of its own notifications
+	// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+	// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+	// (empty or absent: every type). Every connection to `url` goes through the
+	// public-address guard of the WEBHOOK channel: an address that is not public is
+	// refused at the dial and the event is dropped. An endpoint receives the events that
+	// occur after it was created; replay covers earlier ones.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+	PostWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostWebhookEndpoint Register a webhook endpoint for the client's status events
+	//
+	// The calling client's status events (`herald.delivery.*`, of its own notifications
+	// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+	// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+	// (empty or absent: every type). Every connection to `url` goes through the
+	// public-address guard of the WEBHOOK channel: an address that is not public is
+	// refused at the dial and the event is dropped. An endpoint receives the events that
+	// occur after it was created; replay covers earlier ones.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+	PostWebhookEndpoint(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhookEndpoint Delete a webhook endpoint with its pending events and attempts log
+	//
+	// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookEndpoint A webhook endpoint
+	//
+	// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookEndpointAttempts The endpoint's attempts log, newest first
+	//
+	// Corresponds with GET /api/webhook-endpoints/{id}/attempts (the `GetWebhookEndpointAttempts` operationId).
+	GetWebhookEndpointAttempts(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointAttemptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableWebhookEndpoint Enable an endpoint that a 410 Gone disabled
+	//
+	// Its pending events go out again, the one that met the 410 first. Enabling an enabled
+	// endpoint changes nothing. No request body.
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayWebhookEndpointWithBody Send the client's events since a time to the endpoint again
+	//
+	// Every event of the client's notifications that occurred at or after `since` (and that
+	// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+	// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+	// sweep interval. Events are kept for the retention period (`--retention`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+	ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayWebhookEndpoint Send the client's events since a time to the endpoint again
+	//
+	// Every event of the client's notifications that occurred at or after `since` (and that
+	// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+	// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+	// sweep interval. Events are kept for the retention period (`--retention`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+	ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz Liveness
 	//
@@ -4240,6 +5196,178 @@ func (c *Client) PutPreferencesWithBody(ctx context.Context, userId UserId, cont
 // Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
 func (c *Client) PutPreferences(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutPreferencesRequest(c.Server, userId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookEndpoints The client's webhook endpoints, oldest first
+//
+// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *Client) ListWebhookEndpoints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookEndpointsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostWebhookEndpointWithBody Register a webhook endpoint for the client's status events
+//
+// The calling client's status events (`herald.delivery.*`, of its own notifications
+// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+// (empty or absent: every type). Every connection to `url` goes through the
+// public-address guard of the WEBHOOK channel: an address that is not public is
+// refused at the dial and the event is dropped. An endpoint receives the events that
+// occur after it was created; replay covers earlier ones.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+func (c *Client) PostWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWebhookEndpointRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostWebhookEndpoint Register a webhook endpoint for the client's status events
+//
+// The calling client's status events (`herald.delivery.*`, of its own notifications
+// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+// (empty or absent: every type). Every connection to `url` goes through the
+// public-address guard of the WEBHOOK channel: an address that is not public is
+// refused at the dial and the event is dropped. An endpoint receives the events that
+// occur after it was created; replay covers earlier ones.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+func (c *Client) PostWebhookEndpoint(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWebhookEndpointRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhookEndpoint Delete a webhook endpoint with its pending events and attempts log
+//
+// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookEndpointRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookEndpoint A webhook endpoint
+//
+// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+func (c *Client) GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookEndpointRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookEndpointAttempts The endpoint's attempts log, newest first
+//
+// Corresponds with GET /api/webhook-endpoints/{id}/attempts (the `GetWebhookEndpointAttempts` operationId).
+func (c *Client) GetWebhookEndpointAttempts(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointAttemptsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookEndpointAttemptsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableWebhookEndpoint Enable an endpoint that a 410 Gone disabled
+//
+// Its pending events go out again, the one that met the 410 first. Enabling an enabled
+// endpoint changes nothing. No request body.
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableWebhookEndpointRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayWebhookEndpointWithBody Send the client's events since a time to the endpoint again
+//
+// Every event of the client's notifications that occurred at or after `since` (and that
+// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+// sweep interval. Events are kept for the retention period (`--retention`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+func (c *Client) ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookEndpointRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayWebhookEndpoint Send the client's events since a time to the endpoint again
+//
+// Every event of the client's notifications that occurred at or after `since` (and that
+// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+// sweep interval. Events are kept for the retention period (`--retention`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+func (c *Client) ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookEndpointRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5141,6 +6269,283 @@ func NewPutPreferencesRequestWithBody(server string, userId UserId, contentType 
 	return req, nil
 }
 
+// NewListWebhookEndpointsRequest constructs an http.Request for the ListWebhookEndpoints method
+func NewListWebhookEndpointsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostWebhookEndpointRequest calls the generic PostWebhookEndpoint builder with application/json body
+func NewPostWebhookEndpointRequest(server string, body PostWebhookEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostWebhookEndpointRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostWebhookEndpointRequestWithBody constructs an http.Request for the PostWebhookEndpoint method, with any body, and a specified content type
+func NewPostWebhookEndpointRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteWebhookEndpointRequest constructs an http.Request for the DeleteWebhookEndpoint method
+func NewDeleteWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookEndpointRequest constructs an http.Request for the GetWebhookEndpoint method
+func NewGetWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookEndpointAttemptsRequest constructs an http.Request for the GetWebhookEndpointAttempts method
+func NewGetWebhookEndpointAttemptsRequest(server string, id WebhookEndpointId, params *GetWebhookEndpointAttemptsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints/%s/attempts", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableWebhookEndpointRequest constructs an http.Request for the EnableWebhookEndpoint method
+func NewEnableWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints/%s/enable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplayWebhookEndpointRequest calls the generic ReplayWebhookEndpoint builder with application/json body
+func NewReplayWebhookEndpointRequest(server string, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplayWebhookEndpointRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReplayWebhookEndpointRequestWithBody constructs an http.Request for the ReplayWebhookEndpoint method, with any body, and a specified content type
+func NewReplayWebhookEndpointRequestWithBody(server string, id WebhookEndpointId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/webhook-endpoints/%s/replay", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -5833,6 +7238,98 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
 	PutPreferencesWithResponse(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error)
+
+	// ListWebhookEndpointsWithResponse The client's webhook endpoints, oldest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpointsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error)
+
+	// PostWebhookEndpointWithBodyWithResponse Register a webhook endpoint for the client's status events
+	//
+	// The calling client's status events (`herald.delivery.*`, of its own notifications
+	// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+	// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+	// (empty or absent: every type). Every connection to `url` goes through the
+	// public-address guard of the WEBHOOK channel: an address that is not public is
+	// refused at the dial and the event is dropped. An endpoint receives the events that
+	// occur after it was created; replay covers earlier ones.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+	PostWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
+
+	// PostWebhookEndpointWithResponse Register a webhook endpoint for the client's status events
+	//
+	// The calling client's status events (`herald.delivery.*`, of its own notifications
+	// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+	// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+	// (empty or absent: every type). Every connection to `url` goes through the
+	// public-address guard of the WEBHOOK channel: an address that is not public is
+	// refused at the dial and the event is dropped. An endpoint receives the events that
+	// occur after it was created; replay covers earlier ones.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+	PostWebhookEndpointWithResponse(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
+
+	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint with its pending events and attempts log
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error)
+
+	// GetWebhookEndpointWithResponse A webhook endpoint
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error)
+
+	// GetWebhookEndpointAttemptsWithResponse The endpoint's attempts log, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/webhook-endpoints/{id}/attempts (the `GetWebhookEndpointAttempts` operationId).
+	GetWebhookEndpointAttemptsWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointAttemptsParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointAttemptsResponse, error)
+
+	// EnableWebhookEndpointWithResponse Enable an endpoint that a 410 Gone disabled
+	//
+	// Its pending events go out again, the one that met the 410 first. Enabling an enabled
+	// endpoint changes nothing. No request body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error)
+
+	// ReplayWebhookEndpointWithBodyWithResponse Send the client's events since a time to the endpoint again
+	//
+	// Every event of the client's notifications that occurred at or after `since` (and that
+	// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+	// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+	// sweep interval. Events are kept for the retention period (`--retention`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+	ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
+
+	// ReplayWebhookEndpointWithResponse Send the client's events since a time to the endpoint again
+	//
+	// Every event of the client's notifications that occurred at or after `since` (and that
+	// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+	// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+	// sweep interval. Events are kept for the retention period (`--retention`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+	ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
 
 	// HealthzWithResponse Liveness
 	//
@@ -7761,6 +9258,732 @@ func (r PutPreferencesResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhookEndpointsResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWebhookEndpointsResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWebhookEndpointsResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse503Headers struct {
+	RetryAfter string
+}
+
+type ListWebhookEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Endpoints []WebhookEndpoint `json:"endpoints"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookEndpointsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhookEndpointsResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhookEndpointsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookEndpointsResponse) GetJSON200() *struct {
+	Endpoints []WebhookEndpoint `json:"endpoints"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostWebhookEndpointResponse201Headers the declared response headers of an HTTP 201 response for PostWebhookEndpoint
+type PostWebhookEndpointResponse201Headers struct {
+	Location string
+}
+
+// PostWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for PostWebhookEndpoint
+type PostWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PostWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for PostWebhookEndpoint
+type PostWebhookEndpointResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// PostWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for PostWebhookEndpoint
+type PostWebhookEndpointResponse503Headers struct {
+	RetryAfter string
+}
+
+type PostWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookEndpoint
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PostWebhookEndpointResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PostWebhookEndpointResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostWebhookEndpointResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostWebhookEndpointResponse) GetJSON201() *WebhookEndpoint {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse503Headers struct {
+	RetryAfter string
+}
+
+type DeleteWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteWebhookEndpointResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteWebhookEndpointResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// GetWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse503Headers struct {
+	RetryAfter string
+}
+
+type GetWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpoint
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookEndpointResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWebhookEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookEndpointResponse) GetJSON200() *WebhookEndpoint {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookEndpointAttemptsResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookEndpointAttempts
+type GetWebhookEndpointAttemptsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetWebhookEndpointAttemptsResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookEndpointAttempts
+type GetWebhookEndpointAttemptsResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// GetWebhookEndpointAttemptsResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookEndpointAttempts
+type GetWebhookEndpointAttemptsResponse503Headers struct {
+	RetryAfter string
+}
+
+type GetWebhookEndpointAttemptsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Attempts []WebhookAttempt `json:"attempts"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookEndpointAttemptsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookEndpointAttemptsResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWebhookEndpointAttemptsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookEndpointAttemptsResponse) GetJSON200() *struct {
+	Attempts []WebhookAttempt `json:"attempts"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWebhookEndpointAttemptsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookEndpointAttemptsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookEndpointAttemptsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookEndpointAttemptsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookEndpointAttemptsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EnableWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// EnableWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// EnableWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse503Headers struct {
+	RetryAfter string
+}
+
+type EnableWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpoint
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *EnableWebhookEndpointResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EnableWebhookEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableWebhookEndpointResponse) GetJSON200() *WebhookEndpoint {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplayWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for ReplayWebhookEndpoint
+type ReplayWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReplayWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for ReplayWebhookEndpoint
+type ReplayWebhookEndpointResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// ReplayWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for ReplayWebhookEndpoint
+type ReplayWebhookEndpointResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReplayWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		Replayed int `json:"replayed"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplayWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplayWebhookEndpointResponse403Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReplayWebhookEndpointResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ReplayWebhookEndpointResponse) GetJSON202() *struct {
+	Replayed int `json:"replayed"`
+} {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReplayWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplayWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8501,6 +10724,152 @@ func (c *ClientWithResponses) PutPreferencesWithResponse(ctx context.Context, us
 		return nil, err
 	}
 	return ParsePutPreferencesResponse(rsp)
+}
+
+// ListWebhookEndpointsWithResponse The client's webhook endpoints, oldest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error) {
+	rsp, err := c.ListWebhookEndpoints(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookEndpointsResponse(rsp)
+}
+
+// PostWebhookEndpointWithBodyWithResponse Register a webhook endpoint for the client's status events
+//
+// The calling client's status events (`herald.delivery.*`, of its own notifications
+// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+// (empty or absent: every type). Every connection to `url` goes through the
+// public-address guard of the WEBHOOK channel: an address that is not public is
+// refused at the dial and the event is dropped. An endpoint receives the events that
+// occur after it was created; replay covers earlier ones.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+func (c *ClientWithResponses) PostWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
+	rsp, err := c.PostWebhookEndpointWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostWebhookEndpointResponse(rsp)
+}
+
+// PostWebhookEndpointWithResponse Register a webhook endpoint for the client's status events
+//
+// The calling client's status events (`herald.delivery.*`, of its own notifications
+// only) are POSTed to `url` as CloudEvents structured JSON, signed per Standard Webhooks
+// with the client's `whsec_` secret (docs/webhook-endpoints.md). `eventTypes` filters
+// (empty or absent: every type). Every connection to `url` goes through the
+// public-address guard of the WEBHOOK channel: an address that is not public is
+// refused at the dial and the event is dropped. An endpoint receives the events that
+// occur after it was created; replay covers earlier ones.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
+func (c *ClientWithResponses) PostWebhookEndpointWithResponse(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
+	rsp, err := c.PostWebhookEndpoint(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostWebhookEndpointResponse(rsp)
+}
+
+// DeleteWebhookEndpointWithResponse Delete a webhook endpoint with its pending events and attempts log
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error) {
+	rsp, err := c.DeleteWebhookEndpoint(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookEndpointResponse(rsp)
+}
+
+// GetWebhookEndpointWithResponse A webhook endpoint
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+func (c *ClientWithResponses) GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error) {
+	rsp, err := c.GetWebhookEndpoint(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookEndpointResponse(rsp)
+}
+
+// GetWebhookEndpointAttemptsWithResponse The endpoint's attempts log, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/webhook-endpoints/{id}/attempts (the `GetWebhookEndpointAttempts` operationId).
+func (c *ClientWithResponses) GetWebhookEndpointAttemptsWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointAttemptsParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointAttemptsResponse, error) {
+	rsp, err := c.GetWebhookEndpointAttempts(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookEndpointAttemptsResponse(rsp)
+}
+
+// EnableWebhookEndpointWithResponse Enable an endpoint that a 410 Gone disabled
+//
+// Its pending events go out again, the one that met the 410 first. Enabling an enabled
+// endpoint changes nothing. No request body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error) {
+	rsp, err := c.EnableWebhookEndpoint(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableWebhookEndpointResponse(rsp)
+}
+
+// ReplayWebhookEndpointWithBodyWithResponse Send the client's events since a time to the endpoint again
+//
+// Every event of the client's notifications that occurred at or after `since` (and that
+// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+// sweep interval. Events are kept for the retention period (`--retention`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+func (c *ClientWithResponses) ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
+	rsp, err := c.ReplayWebhookEndpointWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayWebhookEndpointResponse(rsp)
+}
+
+// ReplayWebhookEndpointWithResponse Send the client's events since a time to the endpoint again
+//
+// Every event of the client's notifications that occurred at or after `since` (and that
+// the endpoint's filter takes) is owed to the endpoint again, with its original id as
+// `webhook-id`; the retry schedule starts afresh. The events role sends them within its
+// sweep interval. Events are kept for the retention period (`--retention`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
+func (c *ClientWithResponses) ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
+	rsp, err := c.ReplayWebhookEndpoint(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayWebhookEndpointResponse(rsp)
 }
 
 // HealthzWithResponse Liveness
@@ -10410,6 +12779,711 @@ func ParsePutPreferencesResponse(rsp *http.Response) (*PutPreferencesResponse, e
 		response.Headers403 = &headers
 	case rsp.StatusCode == 503:
 		var headers PutPreferencesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookEndpointsResponse parses an HTTP response from a ListWebhookEndpointsWithResponse call
+func ParseListWebhookEndpointsResponse(rsp *http.Response) (*ListWebhookEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Endpoints []WebhookEndpoint `json:"endpoints"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListWebhookEndpointsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhookEndpointsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhookEndpointsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostWebhookEndpointResponse parses an HTTP response from a PostWebhookEndpointWithResponse call
+func ParsePostWebhookEndpointResponse(rsp *http.Response) (*PostWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookEndpoint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers PostWebhookEndpointResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers PostWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PostWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookEndpointResponse parses an HTTP response from a DeleteWebhookEndpointWithResponse call
+func ParseDeleteWebhookEndpointResponse(rsp *http.Response) (*DeleteWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookEndpointResponse parses an HTTP response from a GetWebhookEndpointWithResponse call
+func ParseGetWebhookEndpointResponse(rsp *http.Response) (*GetWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpoint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookEndpointAttemptsResponse parses an HTTP response from a GetWebhookEndpointAttemptsWithResponse call
+func ParseGetWebhookEndpointAttemptsResponse(rsp *http.Response) (*GetWebhookEndpointAttemptsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookEndpointAttemptsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Attempts []WebhookAttempt `json:"attempts"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetWebhookEndpointAttemptsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookEndpointAttemptsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWebhookEndpointAttemptsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnableWebhookEndpointResponse parses an HTTP response from a EnableWebhookEndpointWithResponse call
+func ParseEnableWebhookEndpointResponse(rsp *http.Response) (*EnableWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpoint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EnableWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers EnableWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers EnableWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplayWebhookEndpointResponse parses an HTTP response from a ReplayWebhookEndpointWithResponse call
+func ParseReplayWebhookEndpointResponse(rsp *http.Response) (*ReplayWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			Replayed int `json:"replayed"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReplayWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplayWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReplayWebhookEndpointResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -116,6 +116,10 @@ type apiRoute struct {
 	scopes       []apikey.Scope
 }
 
+// endpointReaders may read webhook endpoints and their attempts: a reading service, and the
+// one that manages them.
+var endpointReaders = []apikey.Scope{apikey.ScopeNotificationsRead, apikey.ScopeWebhooksWrite}
+
 func routes(a *API) []apiRoute {
 	return []apiRoute{
 		{http.MethodPost, "/api/notifications", a.postNotification, []apikey.Scope{apikey.ScopeNotificationsSend}},
@@ -135,6 +139,14 @@ func routes(a *API) []apiRoute {
 		{http.MethodPost, "/api/campaigns/{id}/cancel", a.postCancel, []apikey.Scope{apikey.ScopeCampaignsWrite}},
 		{http.MethodPost, "/api/redrives", a.postRedrive, []apikey.Scope{apikey.ScopeOperator}},
 		{http.MethodGet, "/api/redrives/{id}", a.getRedrive, []apikey.Scope{apikey.ScopeOperator}},
+		// Client webhook endpoints (webhook_endpoints.go): a client sees only its own.
+		{http.MethodPost, "/api/webhook-endpoints", a.postEndpoint, []apikey.Scope{apikey.ScopeWebhooksWrite}},
+		{http.MethodGet, "/api/webhook-endpoints", a.listEndpoints, endpointReaders},
+		{http.MethodGet, "/api/webhook-endpoints/{id}", a.getEndpoint, endpointReaders},
+		{http.MethodDelete, "/api/webhook-endpoints/{id}", a.deleteEndpoint, []apikey.Scope{apikey.ScopeWebhooksWrite}},
+		{http.MethodGet, "/api/webhook-endpoints/{id}/attempts", a.getEndpointAttempts, endpointReaders},
+		{http.MethodPost, "/api/webhook-endpoints/{id}/replay", a.postReplay, []apikey.Scope{apikey.ScopeWebhooksWrite}},
+		{http.MethodPost, "/api/webhook-endpoints/{id}/enable", a.enableEndpoint, []apikey.Scope{apikey.ScopeWebhooksWrite}},
 	}
 }
 

@@ -27,7 +27,7 @@ func TestPartitionMigrationKeepsRowsAndKeys(t *testing.T) {
 	pool, err := pgxpool.New(ctx, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "test", []apikey.Scope{apikey.ScopeOperator}) // the scopes an old schema knows
 	require.NoError(t, err)
 
 	var now time.Time
@@ -104,7 +104,7 @@ func TestPartitionMigrationRefusesIdsThatAreNotUUIDv7(t *testing.T) {
 	pool, err := pgxpool.New(ctx, stacktest.PostgresURLAt(t, stacktest.VersionBefore(t, 60)))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
+	c, err := apikey.CreateAPIClient(ctx, pool, "test", []apikey.Scope{apikey.ScopeOperator}) // the scopes an old schema knows
 	require.NoError(t, err)
 	deliverytest.InsertUnpartitioned(t, pool, c.ID, []time.Time{time.Now()})
 	_, err = pool.Exec(ctx, `INSERT INTO notification (id, client_id, idempotency_key, request_hash, user_id, template, category, priority, response)

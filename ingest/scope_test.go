@@ -78,13 +78,20 @@ var scopeCases = []scopeCase{
 	{http.MethodPost, "/api/campaigns/{id}/cancel", "", nil, http.StatusOK},
 	{http.MethodPost, "/api/redrives", `{"filter":{"status":["FAILED"]},"dryRun":true}`, map[string]string{"Idempotency-Key": "scoped"}, http.StatusAccepted},
 	{http.MethodGet, "/api/redrives/{id}", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/webhook-endpoints", `{"url":"https://hooks.example.com/events"}`, nil, http.StatusCreated},
+	{http.MethodGet, "/api/webhook-endpoints", "", nil, http.StatusOK},
+	{http.MethodGet, "/api/webhook-endpoints/{id}", "", nil, http.StatusOK},
+	{http.MethodDelete, "/api/webhook-endpoints/{id}", "", nil, http.StatusNoContent},
+	{http.MethodGet, "/api/webhook-endpoints/{id}/attempts", "", nil, http.StatusOK},
+	{http.MethodPost, "/api/webhook-endpoints/{id}/replay", `{"since":"2020-01-01T00:00:00Z"}`, nil, http.StatusAccepted},
+	{http.MethodPost, "/api/webhook-endpoints/{id}/enable", "", nil, http.StatusOK},
 }
 
 // snapshot is every row a request could change, as text.
 func snapshot(t *testing.T, e *env) string {
 	t.Helper()
 	var out []string
-	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt", "campaign", "campaign_recipient", "redrive"} {
+	for _, table := range []string{"api_client", "template", "user_contact", "push_token", "user_preference", "notification", "delivery", "delivery_attempt", "campaign", "campaign_recipient", "redrive", "webhook_endpoint", "webhook_message"} {
 		var s string
 		require.NoError(t, e.pool.QueryRow(context.Background(),
 			`SELECT coalesce(string_agg(x::text, '|' ORDER BY x::text), '') FROM `+table+` x`).Scan(&s))
@@ -122,6 +129,11 @@ func TestInsufficientScope(t *testing.T) {
 		}
 		if strings.HasPrefix(tc.path, "/api/redrives/") {
 			path = strings.Replace(tc.path, "{id}", redriveID, 1)
+		}
+		if strings.HasPrefix(tc.path, "/api/webhook-endpoints/") {
+			// A fresh endpoint of the env's client per route, disabled so that enable
+			// changes it; an event of the client's in the outbox for replay to owe it.
+			path = strings.Replace(tc.path, "{id}", e.disabledEndpoint(), 1)
 		}
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var others []apikey.Scope

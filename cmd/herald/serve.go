@@ -30,7 +30,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-var allRoles = []string{"ingest", "relay", "dispatch"}
+var allRoles = []string{"ingest", "relay", "dispatch", "events"}
 
 type serveConfig struct {
 	commonConfig
@@ -49,6 +49,7 @@ type serveConfig struct {
 	Topics          topicConfig
 	Relay           relayFlags
 	Events          eventsFlags
+	Endpoints       endpointFlags
 	Partitions      partition.Config
 	Dispatch        dispatchFlags
 	Groups          groupFlags
@@ -60,7 +61,7 @@ type serveConfig struct {
 
 func (c *serveConfig) register(f *envFlags) {
 	c.commonConfig.register(f)
-	f.Strings(&c.Roles, "roles", allRoles, "roles this process runs: ingest, relay, dispatch")
+	f.Strings(&c.Roles, "roles", allRoles, "roles this process runs: ingest, relay, dispatch, events (delivers status events to webhook endpoints)")
 	f.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API, /healthz and /readyz")
 	f.String(&c.AdminAddr, "admin-addr", "127.0.0.1:9090", "address of /metrics, /debug/pprof/ and the probes, unauthenticated: keep it private; empty disables")
 	f.Strings(&c.KafkaBrokers, "kafka-brokers", []string{"127.0.0.1:59092"}, "Kafka seed brokers")
@@ -79,6 +80,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Topics.register(f)
 	c.Relay.register(f)
 	c.Events.register(f)
+	c.Endpoints.register(f)
 	f.Duration(&c.Partitions.Retention, "retention", partition.DefaultRetention, "how long notifications, deliveries and attempts are kept (whole days); a day is dropped only when all its deliveries are final")
 	f.Int(&c.Partitions.Ahead, "partitions-ahead", partition.DefaultAhead, "days after today whose partitions are created ahead")
 	f.Duration(&c.Partitions.Interval, "partition-interval", partition.DefaultInterval, "time between two partition passes (create ahead, drop past the retention)")
@@ -106,6 +108,9 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--events-partitions %d: at least 1", c.Events.Partitions)
 	}
 	c.Events.apply(c)
+	if _, err := c.Endpoints.config(*c); err != nil {
+		return err
+	}
 	if err := c.Senders.validate(c.has("dispatch")); err != nil {
 		return err
 	}
@@ -255,6 +260,14 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeDispatch()
 		runs = append(runs, component{"dispatch", d.Run})
+	}
+	if c.has("events") {
+		ev, closeEvents, err := newEventsRole(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer closeEvents()
+		runs = append(runs, component{"events", ev.Run})
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	wd.start(ctx)

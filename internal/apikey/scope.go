@@ -19,13 +19,14 @@ const (
 	ScopeUsersWrite        Scope = "users:write"
 	ScopeTemplatesWrite    Scope = "templates:write"
 	ScopeCampaignsWrite    Scope = "campaigns:write"
+	ScopeWebhooksWrite     Scope = "webhooks:write"
 	ScopeOperator          Scope = "operator"
 )
 
 // AllScopes lists every scope, in the order listings show them.
 func AllScopes() []Scope {
 	return []Scope{ScopeNotificationsSend, ScopeNotificationsRead, ScopeUsersRead, ScopeUsersWrite,
-		ScopeTemplatesWrite, ScopeCampaignsWrite, ScopeOperator}
+		ScopeTemplatesWrite, ScopeCampaignsWrite, ScopeWebhooksWrite, ScopeOperator}
 }
 
 // DefaultScopes are the scopes of a key created without --scopes: a service that sends

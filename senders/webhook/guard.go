@@ -50,3 +50,13 @@ func publicOnly(allowLoopback bool) func(network, address string, c syscall.RawC
 		return nil
 	}
 }
+
+// PublicOnly is the public-address guard of every webhook connection (publicOnly), for the
+// other senders of caller-chosen URLs: the client webhook endpoints of the events role use it
+// as their senders.HTTPConfig.DialControl.
+func PublicOnly(allowLoopback bool) func(network, address string, c syscall.RawConn) error {
+	return publicOnly(allowLoopback)
+}
+
+// IsBlockedAddress reports whether err is the guard refusing a dial.
+func IsBlockedAddress(err error) bool { return errors.Is(err, errBlockedAddress) }
