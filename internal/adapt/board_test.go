@@ -64,30 +64,30 @@ func TestControllersShareTheSignal(t *testing.T) {
 	for range 10 {
 		dispatchSide.ObserveHigh(50 * time.Millisecond)
 	}
-	dispatchSide.tick(ctx)
-	ingestSide.tick(ctx)
+	dispatchSide.Tick(ctx)
+	ingestSide.Tick(ctx)
 	require.Equal(t, 3500, expander.Limit(), "HIGH past its target: 5000 × 0.7")
 
 	dispatchSide.ObserveHigh(5 * time.Millisecond)
-	dispatchSide.tick(ctx)
-	ingestSide.tick(ctx)
+	dispatchSide.Tick(ctx)
+	ingestSide.Tick(ctx)
 	require.Equal(t, 4000, expander.Limit(), "HIGH well: +500")
 
 	dispatchSide.ObserveHigh(40 * time.Millisecond)
-	dispatchSide.tick(ctx)
-	ingestSide.tick(ctx)
+	dispatchSide.Tick(ctx)
+	ingestSide.Tick(ctx)
 	require.Equal(t, 2800, expander.Limit())
 
 	// HIGH quiet: dispatch reports nothing; once its last report is stale, the ceiling at once.
 	heraldtest.WaitFor(t, 5*time.Second, "no fresh signal", func() bool {
-		ingestSide.tick(ctx)
+		ingestSide.Tick(ctx)
 		return ingestSide.verdict.Load() == int64(Unknown)
 	})
 	require.Equal(t, 5000, expander.Limit())
 
 	dispatchSide.ObserveRelayLag(300 * time.Millisecond)
-	dispatchSide.tick(ctx)
-	ingestSide.tick(ctx)
+	dispatchSide.Tick(ctx)
+	ingestSide.Tick(ctx)
 	require.Equal(t, 3500, expander.Limit(), "relay lag past its target")
 }
 
@@ -102,7 +102,7 @@ func TestControllerRedisDownCeilings(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // every Redis call fails
 	c.ObserveHigh(time.Second)
-	c.tick(ctx)
+	c.Tick(ctx)
 	require.Equal(t, 10, l.Limit())
 	var nilController *Controller
 	fixed := nilController.Limiter("expander", 100)

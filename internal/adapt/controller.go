@@ -112,14 +112,14 @@ func (c *Controller) ObserveRelayLag(d time.Duration) {
 // Run reports and steps every Interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	for sleep.For(ctx, c.cfg.Interval) == nil {
-		c.tick(ctx)
+		c.Tick(ctx)
 	}
 	return nil
 }
 
-// tick is one round: report, read, step. A failed Redis call steps every limiter Unknown,
+// Tick is one round, what Run does every Interval: report, read, step. A failed Redis call steps every limiter Unknown,
 // back to its ceiling: without the shared signal the configured limits apply.
-func (c *Controller) tick(ctx context.Context) {
+func (c *Controller) Tick(ctx context.Context) {
 	err := c.report(ctx)
 	var s Signal
 	if err == nil {

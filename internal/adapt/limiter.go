@@ -52,8 +52,12 @@ func (l *Limiter) Ceiling() int { return int(l.ceiling) }
 func (l *Limiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int(l.limit)
+	return whole(l.limit)
 }
+
+// whole is a limit rounded down to a whole worker or row, forgiving the float error of a
+// product (4,000 × 0.7 × 0.7 is 1,960, not 1,959).
+func whole(f float64) int { return int(f + 1e-6) }
 
 // Changed receives a value after Limit changed (one pending notice at most): the one
 // goroutine that follows the limit waits on it instead of polling.
@@ -64,7 +68,7 @@ func (l *Limiter) Changed() <-chan struct{} { return l.changed }
 // once when there is no signal (no HIGH traffic and no relay to report, or Redis unreachable).
 func (l *Limiter) Step(v Verdict) {
 	l.mu.Lock()
-	before := int(l.limit)
+	before := whole(l.limit)
 	switch v {
 	case Unknown:
 		l.limit = l.ceiling
@@ -73,7 +77,7 @@ func (l *Limiter) Step(v Verdict) {
 	case Clear:
 		l.limit = min(l.ceiling, l.limit+max(1, l.ceiling*increaseShare))
 	}
-	after := int(l.limit)
+	after := whole(l.limit)
 	l.mu.Unlock()
 	if after != before {
 		select {
