@@ -36,7 +36,7 @@ type lane struct {
 	tracker  *offsetTracker
 	outcomes *outcomeWriter
 
-	limit    *adapt.Limiter // NORMAL and LOW: the adaptive share of Concurrency; nil for HIGH
+	limit *adapt.Limiter // NORMAL and LOW: the adaptive share of Concurrency; nil for HIGH
 
 	cl       *kgo.Client
 	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
