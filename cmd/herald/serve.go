@@ -54,6 +54,7 @@ type serveConfig struct {
 	Senders         senderFlags
 	Routing         routeFlags
 	Console         consoleFlags
+	Adapt           adaptFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -84,6 +85,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Senders.register(f)
 	c.Routing.register(f)
 	c.Console.register(f)
+	c.Adapt.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -206,6 +208,14 @@ func runServe(ctx context.Context, args []string) error {
 	// Every component is built before any goroutine starts: a component that fails to build
 	// must not leave the others running without an owner.
 	var runs []component
+	ctl, closeAdapt, err := newAdapt(&c, log)
+	if err != nil {
+		return err
+	}
+	defer closeAdapt()
+	if ctl != nil {
+		runs = append(runs, component{"adaptive limits", ctl.Run})
+	}
 	if c.has("ingest") {
 		x, err := ingest.NewExpander(c.Expander, pool, log)
 		if err != nil {
