@@ -129,12 +129,15 @@ func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(
 var errShed = errors.New("no admission slot can come within the admission wait")
 
 // queue waits for a slot of sem until deadline, or refuses at once (errShed) when the
-// requests waiting ahead would hold the slots past it.
+// request could not be answered by then: the requests waiting ahead would hold the slots past
+// it, counting the request's own hold (under a CPU-starved database an admitted request's
+// accept takes long too, and its answer is bounded by the same wait).
 func (a *admission) queue(ctx context.Context, sem *semaphore.Weighted, deadline time.Time) error {
 	left := time.Until(deadline)
 	ahead := a.waiting.Add(1)
 	defer a.waiting.Add(-1)
-	if left <= 0 || time.Duration(ahead*a.meanHold.Load()/a.sharedSlots) > left {
+	hold := a.meanHold.Load()
+	if left <= 0 || time.Duration(ahead*hold/a.sharedSlots+hold) > left {
 		return errShed
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
