@@ -87,6 +87,11 @@ type Config struct {
 	// ShutdownTimeout bounds how long a stopping leader waits for Kafka to acknowledge the
 	// records in flight before it sends its last status update. Default 10 s.
 	ShutdownTimeout time.Duration
+
+	// ObserveLag, when set, is told the relay's lag at each transaction it begins to decode:
+	// how long since that transaction committed (the adaptive limits' relay signal,
+	// internal/adapt). It runs on the stream's goroutine and must not block.
+	ObserveLag func(time.Duration)
 }
 
 // Defaults of Config.

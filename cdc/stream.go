@@ -170,6 +170,9 @@ func (s *stream) handleWAL(data []byte) error {
 		}
 		s.cur = s.tracker.begin()
 		s.commitLSN, s.commitTime, s.receivedAt = m.FinalLSN, m.CommitTime, time.Now()
+		if s.cfg.ObserveLag != nil {
+			s.cfg.ObserveLag(s.receivedAt.Sub(s.commitTime))
+		}
 	case *pglogrepl.CommitMessage:
 		if s.cur == nil {
 			return fmt.Errorf("COMMIT at %s outside a transaction", m.CommitLSN)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/schedule"
 )
 
@@ -57,6 +58,12 @@ type Config struct {
 	Renderer Renderer
 	// ClientOptions are extra franz-go options for every lane's client (TLS, SASL, ...).
 	ClientOptions []kgo.Opt
+	// Adapt, when set, makes the NORMAL and LOW lanes give way to HIGH: each lane's
+	// Concurrency becomes the ceiling of an adaptive limit that the controller steps from
+	// HIGH's latency and the relay's lag, and every HIGH first attempt's accept → call
+	// latency is reported to it (lane_limit.go, docs/dispatch.md "Adaptive limits"). Nil:
+	// fixed concurrencies.
+	Adapt *adapt.Controller
 }
 
 // LaneConfig configures one priority lane.

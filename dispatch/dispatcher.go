@@ -60,6 +60,7 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 	if err != nil {
 		return nil, fmt.Errorf("dispatch metrics: %w", err)
 	}
+	m.adapt = cfg.Adapt
 	log = log.With(zap.String("component", "dispatch"))
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

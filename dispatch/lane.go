@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/sleep"
 )
 
@@ -36,6 +37,8 @@ type lane struct {
 	tracker  *offsetTracker
 	outcomes *outcomeWriter
 
+	limit *adapt.Limiter // NORMAL and LOW: the adaptive share of Concurrency; nil for HIGH
+
 	cl       *kgo.Client
 	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
 	stopping chan struct{} // closed when the lane stops taking records
@@ -49,6 +52,7 @@ func newLane(d *Dispatcher, p herald.Priority) *lane {
 		tracker:  newOffsetTracker(),
 		outcomes: newOutcomeWriter(d.pool, d.log.With(zap.String("lane", string(p)))),
 		stopping: make(chan struct{}),
+		limit:    laneLimit(d.cfg.Adapt, p, d.cfg.Lanes[p].Concurrency),
 	}
 }
 
@@ -85,8 +89,13 @@ func (l *lane) run(ctx context.Context) (cancelled int) {
 		l.commitLoop(commitCtx)
 	}()
 
+	parkCtx, stopParking := context.WithCancel(ctx)
+	parked := l.followLimit(parkCtx, w)
+
 	l.poll(ctx, workCtx, w)
 
+	stopParking()
+	<-parked
 	close(l.stopping)
 	l.cl.PauseFetchTopics(l.cfg.Topic)
 	cancelled = l.drain(w, cancelWork)

@@ -76,10 +76,14 @@ func (s measuredFanOut) SendEach(ctx context.Context, msg *senders.Message, admi
 
 func (s measuredFanOut) Accounts() []string { return s.f.Accounts() }
 
-// called records the accept → call latency of a first attempt and returns the call's start.
+// called records the accept → call latency of a first attempt (for HIGH, also the adaptive
+// limits' signal) and returns the call's start.
 func (s measured) called(ctx context.Context, msg *senders.Message) time.Time {
 	now := time.Now()
 	if msg.Attempt == 1 && !msg.AcceptedAt.IsZero() {
+		if msg.Priority == herald.PriorityHigh {
+			s.m.adapt.ObserveHigh(now.Sub(msg.AcceptedAt))
+		}
 		s.m.acceptToCall.Record(ctx, now.Sub(msg.AcceptedAt).Seconds(), metric.WithAttributes(
 			attribute.String("priority", string(msg.Priority)), attribute.String("channel", string(msg.Channel)),
 			attribute.String("provider", s.Provider())))

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -26,6 +27,8 @@ type metrics struct {
 	acceptToCall metric.Float64Histogram // accept → first provider call, seconds
 	calls        metric.Float64Histogram // provider call duration by outcome, seconds
 	callErrors   metric.Int64Counter     // failed provider calls by class
+
+	adapt *adapt.Controller // told HIGH's accept → call latencies; nil: nobody listens
 }
 
 // acceptToCallBuckets cover a HIGH delivery's path from the API to the provider: tens of

@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,9 +25,18 @@ import (
 // long as its client does. A NORMAL or LOW request takes a slot of shared, then one of all,
 // both within the queue wait; at most shared's capacity of them hold or wait for a slot of
 // all, so the reserve is always left to HIGH.
+//
+// The wait counts from the request's arrival (admissionGate stamps it before anything else
+// runs), and a NORMAL or LOW request that would not get a slot within what is left of it —
+// the requests already waiting times the mean hold of a slot, over the slots they share — is
+// refused at once ("shed") instead of at the end of the wait: under a burst the refusals cost
+// neither the wait nor the CPU of a request that cannot be served.
 type admission struct {
 	all, shared *semaphore.Weighted
+	sharedSlots int64
 	wait        time.Duration
+	waiting     atomic.Int64 // NORMAL and LOW requests waiting for a slot
+	meanHold    atomic.Int64 // moving mean of how long a NORMAL or LOW request holds its slot, ns
 
 	admissions metric.Int64Counter       // by priority and result
 	inFlight   metric.Int64UpDownCounter // admitted requests holding a slot, by priority
@@ -35,19 +46,22 @@ type admission struct {
 const (
 	admitted = "admitted" // the request got a slot
 	refused  = "refused"  // no slot within the queue wait: 503 overloaded
+	shed     = "shed"     // refused at once: no slot could come within what is left of the wait
 	canceled = "canceled" // the client went away while the request waited
 )
 
 func newAdmission(slots, highReserve int, wait time.Duration, meter metric.Meter) (*admission, error) {
 	a := &admission{
-		all:    semaphore.NewWeighted(int64(slots)),
-		shared: semaphore.NewWeighted(int64(slots - highReserve)),
-		wait:   wait,
+		all:         semaphore.NewWeighted(int64(slots)),
+		shared:      semaphore.NewWeighted(int64(slots - highReserve)),
+		sharedSlots: int64(max(slots-highReserve, 1)),
+		wait:        wait,
 	}
 	var err error
 	if a.admissions, err = meter.Int64Counter("herald.ingest.admissions",
 		metric.WithDescription("POST /api/notifications requests by priority and admission result (admitted, refused: "+
-			"503 overloaded, canceled: the client went away while waiting).")); err != nil {
+			"503 overloaded after the wait, shed: 503 overloaded at once because no slot could come within the wait, "+
+			"canceled: the client went away while waiting).")); err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
 	if a.inFlight, err = meter.Int64UpDownCounter("herald.ingest.accepts_in_flight",
@@ -68,7 +82,8 @@ func overloaded() *apiError {
 
 // admit takes a slot for a request of priority p and returns the function that gives it
 // back. The error is overloaded() when a NORMAL or LOW request got no slot within the queue
-// wait, or ctx's error when the client went away first.
+// wait since its arrival (or could not get one: errShed), or ctx's error when the client went
+// away first.
 func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(), err error) {
 	prio := attribute.String("priority", string(p))
 	defer func() {
@@ -76,6 +91,8 @@ func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(
 		switch {
 		case ctx.Err() != nil && err != nil:
 			result = canceled
+		case errors.Is(err, errShed):
+			result, err = shed, overloaded()
 		case err != nil:
 			result = refused
 		}
@@ -87,16 +104,59 @@ func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(
 		}
 		return a.hold(prio, a.all.Release), nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, a.wait)
-	defer cancel()
-	if err := a.shared.Acquire(wctx, 1); err != nil {
-		return nil, a.waitError(ctx, err)
+	deadline := arrivalFrom(ctx).Add(a.wait)
+	if !a.shared.TryAcquire(1) {
+		if err := a.queue(ctx, a.shared, deadline); err != nil {
+			return nil, err
+		}
 	}
-	if err := a.all.Acquire(wctx, 1); err != nil {
+	if !a.all.TryAcquire(1) {
+		if err := a.queue(ctx, a.all, deadline); err != nil {
+			a.shared.Release(1)
+			return nil, err
+		}
+	}
+	took := time.Now()
+	return a.hold(prio, func(int64) {
+		a.observeHold(time.Since(took))
+		a.all.Release(1)
 		a.shared.Release(1)
-		return nil, a.waitError(ctx, err)
+	}), nil
+}
+
+// errShed is admit's refusal of a request that could not get a slot in time: answered
+// overloaded() like a refusal after the wait, counted apart.
+var errShed = errors.New("no admission slot can come within the admission wait")
+
+// queue waits for a slot of sem until deadline, or refuses at once (errShed) when the
+// request could not be answered by then: the requests waiting ahead would hold the slots past
+// it, counting the request's own hold (under a CPU-starved database an admitted request's
+// accept takes long too, and its answer is bounded by the same wait).
+func (a *admission) queue(ctx context.Context, sem *semaphore.Weighted, deadline time.Time) error {
+	left := time.Until(deadline)
+	ahead := a.waiting.Add(1)
+	defer a.waiting.Add(-1)
+	hold := a.meanHold.Load()
+	if left <= 0 || time.Duration(ahead*hold/a.sharedSlots+hold) > left {
+		return errShed
 	}
-	return a.hold(prio, func(int64) { a.all.Release(1); a.shared.Release(1) }), nil
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := sem.Acquire(wctx, 1); err != nil {
+		return a.waitError(ctx, err)
+	}
+	return nil
+}
+
+// observeHold moves the mean hold of a slot towards d (weight 1/8: the last few dozen holds).
+func (a *admission) observeHold(d time.Duration) {
+	for {
+		old := a.meanHold.Load()
+		next := old + (int64(d)-old)/8
+		if a.meanHold.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // waitError is the error of a NORMAL or LOW request whose wait ended with err.

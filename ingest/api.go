@@ -62,13 +62,14 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 }
 
 // Handler returns the HTTP handler serving every route of the API. Each request runs in
-// an OpenTelemetry server span (otelhttp) that continues an incoming W3C traceparent.
+// an OpenTelemetry server span (otelhttp) that continues an incoming W3C traceparent; a
+// POST /api/notifications is admitted before that (admission_gate.go).
 func (a *API) Handler() http.Handler {
 	traced := otelhttp.NewHandler(a.router(), "ingest",
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.admissionGate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Pattern != "" {
 			// The pattern of an enclosing http.ServeMux ("/" in herald serve) is not the
 			// route: otelhttp would name the span and label the metrics with it, over the
@@ -77,7 +78,7 @@ func (a *API) Handler() http.Handler {
 			r.Pattern = ""
 		}
 		traced.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // router routes every path of the API (docs/openapi.yaml describes each; a test walks it).

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/sleep"
 )
 
@@ -34,6 +35,10 @@ type ExpanderConfig struct {
 	// Channels are the channels the installation delivers, as Config.Channels: a user's
 	// other channels are suppressed (and counted) channel_unavailable. Default: every channel.
 	Channels []herald.Channel
+	// Adapt, when set, makes Rate the ceiling of an adaptive rate that gives way to HIGH
+	// (its latency and the relay's lag; docs/dispatch.md "Adaptive limits"). Nil, or an
+	// unpaced Rate: the rate is fixed.
+	Adapt *adapt.Controller
 }
 
 // Defaults of ExpanderConfig.
@@ -79,7 +84,8 @@ type Expander struct {
 	available channelSet
 	pool      *pgxpool.Pool
 	log       *zap.Logger
-	nextDone  time.Time // when markDone is due next; owned by Run
+	rate      *adapt.Limiter // Rate, adapted; nil when unpaced
+	nextDone  time.Time      // when markDone is due next; owned by Run
 }
 
 // NewExpander returns an expander over pool, a migrated herald database.
@@ -94,12 +100,24 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Expander{cfg: cfg, available: newChannelSet(cfg.Channels), pool: pool,
-		log: log.With(zap.String("component", "expander"))}, nil
+	x := &Expander{cfg: cfg, available: newChannelSet(cfg.Channels), pool: pool,
+		log: log.With(zap.String("component", "expander"))}
+	if cfg.Rate > 0 {
+		x.rate = cfg.Adapt.Limiter("expander", cfg.Rate)
+	}
+	return x, nil
+}
+
+// pace is the rate the next lot is paced at: the adaptive rate, or Rate when unpaced.
+func (x *Expander) pace() int {
+	if x.rate == nil {
+		return x.cfg.Rate
+	}
+	return x.rate.Limit()
 }
 
 // Run expands campaigns until ctx ends: lot after lot while there is work, each lot starting
-// no sooner than Rate allows, polling every PollInterval when there is none, and ending
+// no sooner than the adaptive rate (at most Rate) allows, polling every PollInterval when there is none, and ending
 // finished campaigns DONE every DoneInterval. A failed lot is logged and tried again after a
 // pause.
 func (x *Expander) Run(ctx context.Context) error {
@@ -120,7 +138,7 @@ func (x *Expander) Run(ctx context.Context) error {
 			x.log.Error("campaign lot failed", zap.Error(err))
 			wait = x.cfg.PollInterval
 		case worked:
-			wait = pace.Wait(started, time.Now(), written, x.cfg.Rate)
+			wait = pace.Wait(started, time.Now(), written, x.pace())
 		default:
 			wait = x.cfg.PollInterval
 		}

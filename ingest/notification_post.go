@@ -54,14 +54,8 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	// A slot before any database work: under overload a NORMAL or LOW request is refused
-	// fast (503 overloaded) and a HIGH one does not queue behind it (admission.go).
-	release, err := a.admit.admit(ctx, in.Priority)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	defer release()
+	// The request holds its admission slot already, taken before any of this work
+	// (admission_gate.go).
 
 	// The stored traceparent is the request span's context: the incoming trace continued,
 	// or a new root that otelhttp started.

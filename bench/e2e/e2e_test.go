@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
@@ -111,7 +112,11 @@ func startStack(b *testing.B, o options) *stack {
 	heraldtest.Must(b, err)
 	b.Cleanup(kcl.Close)
 	slot := stacktest.Name("bench")
-	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"]}, relayPool, kcl, log)
+	// The adaptive limits, as herald serve runs them by default (--adaptive-limits).
+	ctl, err := adapt.New(adapt.Config{Prefix: prefix}, rdb, log)
+	heraldtest.Must(b, err)
+	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"],
+		ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
 	heraldtest.Must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}
@@ -128,12 +133,13 @@ func startStack(b *testing.B, o options) *stack {
 		Lanes:       lanes,
 		RateLimits:  limits,
 		RedisPrefix: prefix,
+		Adapt:       ctl,
 	}, dispatchPool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
 	heraldtest.Must(b, err)
 
-	runs := []func(context.Context) error{relay.Run, d.Run}
+	runs := []func(context.Context) error{relay.Run, d.Run, ctl.Run}
 	if o.expander {
-		x, err := ingest.NewExpander(ingest.ExpanderConfig{Rate: o.campaignRate}, s.pool, log)
+		x, err := ingest.NewExpander(ingest.ExpanderConfig{Rate: o.campaignRate, Adapt: ctl}, s.pool, log)
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}

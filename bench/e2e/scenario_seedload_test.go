@@ -76,6 +76,8 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	// Sent → answered, NORMAL only: herald's own answer time, without the generator's queue;
 	// the admission wait bounds it (a 503 overloaded comes after at most --admission-wait).
 	steadyAnswer, burstAnswer := result.NewLatency(), result.NewLatency()
+	// HIGH's sent → answered: admitted ahead of NORMAL, it waits only for other HIGH.
+	highAnswer := result.NewLatency()
 	var nAccepted, nRefused, burstAccepted atomic.Int64
 	var steadyUnsent, burstUnsent atomic.Int64
 	// post is one POST of the open loop: its answer counted in the second it came.
@@ -88,6 +90,8 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		offered.Add(due, 1)
 		if prio != herald.PriorityHigh {
 			record(answer, now.Sub(sentAt))
+		} else {
+			record(highAnswer, now.Sub(sentAt))
 		}
 		if why != "" {
 			nRefused.Add(1)
@@ -258,6 +262,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	answerTarget := fmt.Sprintf("≤ %d", (ingest.DefaultAdmissionWait + 100*time.Millisecond).Milliseconds())
 	r.Latencies("steady", "POST due → answer", steadyLatency, "")
 	r.Latencies("steady", "NORMAL POST sent → answer", steadyAnswer, answerTarget)
+	r.Latencies("steady", "HIGH POST sent → answer", highAnswer, "")
 	r.Add(result.Figure{Group: "steady", Name: "not sent by the generator", Value: float64(steadyUnsent.Load()), Unit: "POSTs", Better: "lower"})
 	r.Add(result.Figure{Group: "burst", Name: "offered", Value: float64(burstOffered), Unit: "POSTs"})
 	r.Add(result.Figure{Group: "burst", Name: "accepted", Value: float64(burstAccepted.Load()), Unit: "POSTs", Better: "higher"})
@@ -311,6 +316,12 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	b.ReportMetric(sustained, "steady-accepted/s")
 	b.ReportMetric(peakAccepted, "peak-accepted/s")
 	b.ReportMetric(ms(high, 99), "high-p99-ms")
+	b.ReportMetric(ms(steadyAnswer, 99), "normal-steady-answer-p99-ms")
+	b.ReportMetric(ms(burstAnswer, 99), "normal-burst-answer-p99-ms")
+	b.ReportMetric(ms(highAnswer, 99), "high-answer-p99-ms")
+	b.Logf("sent → answer p50 / p99 ms (target NORMAL p99 %s): NORMAL steady %.1f / %.1f, NORMAL burst %.1f / %.1f, HIGH %.1f / %.1f",
+		answerTarget, ms(steadyAnswer, 50), ms(steadyAnswer, 99), ms(burstAnswer, 50), ms(burstAnswer, 99),
+		ms(highAnswer, 50), ms(highAnswer, 99))
 	b.ReportMetric(maxBacklog, "max-backlog")
 	for _, n := range r.Notes {
 		b.Log(n)

@@ -57,6 +57,7 @@ type serveConfig struct {
 	Routing         routeFlags
 	Console         consoleFlags
 	Receipts        receiptFlags
+	Adapt           adaptFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -90,6 +91,7 @@ func (c *serveConfig) register(f *envFlags) {
 	c.Routing.register(f)
 	c.Console.register(f)
 	c.Receipts.register(f)
+	c.Adapt.register(f)
 }
 
 func (c *serveConfig) validate() error {
@@ -226,6 +228,14 @@ func runServe(ctx context.Context, args []string) error {
 	// Every component is built before any goroutine starts: a component that fails to build
 	// must not leave the others running without an owner.
 	var runs []component
+	ctl, closeAdapt, err := newAdapt(&c, log)
+	if err != nil {
+		return err
+	}
+	defer closeAdapt()
+	if ctl != nil {
+		runs = append(runs, component{"adaptive limits", ctl.Run})
+	}
 	if c.has("ingest") {
 		x, err := ingest.NewExpander(c.Expander, pool, log)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/pace"
 )
 
@@ -27,6 +28,10 @@ type Config struct {
 	// the lanes no faster than a campaign's expansion does. Default DefaultRate; negative:
 	// unpaced.
 	Rate int
+	// Adapt, when set, makes Rate the ceiling of an adaptive rate that gives way to HIGH, as
+	// the campaign expander's (docs/dispatch.md "Adaptive limits"). Nil, or an unpaced Rate:
+	// the rate is fixed.
+	Adapt *adapt.Controller
 }
 
 // Defaults of Config.
@@ -65,6 +70,7 @@ type Executor struct {
 	cfg  Config
 	pool *pgxpool.Pool
 	log  *zap.Logger
+	rate *adapt.Limiter // Rate, adapted; nil when unpaced
 }
 
 // New returns an executor over pool, a migrated herald database.
@@ -79,7 +85,19 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*Executor, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Executor{cfg: cfg, pool: pool, log: log.With(zap.String("component", "redrive"))}, nil
+	x := &Executor{cfg: cfg, pool: pool, log: log.With(zap.String("component", "redrive"))}
+	if cfg.Rate > 0 {
+		x.rate = cfg.Adapt.Limiter("redrive", cfg.Rate)
+	}
+	return x, nil
+}
+
+// pace is the rate the next lot is paced at: the adaptive rate, or Rate when unpaced.
+func (x *Executor) pace() int {
+	if x.rate == nil {
+		return x.cfg.Rate
+	}
+	return x.rate.Limit()
 }
 
 // Run executes re-drives until ctx ends: lot after lot while there is work, each lot starting
@@ -104,7 +122,7 @@ func (x *Executor) Run(ctx context.Context) error {
 			x.log.Error("re-drive lot failed", zap.Error(err))
 			t.Reset(x.cfg.PollInterval)
 		case worked:
-			t.Reset(p.Wait(started, time.Now(), armed, x.cfg.Rate))
+			t.Reset(p.Wait(started, time.Now(), armed, x.pace()))
 		default:
 			t.Reset(x.cfg.PollInterval)
 		}
