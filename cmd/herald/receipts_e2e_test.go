@@ -89,4 +89,3 @@ func TestEndToEndReceipts(t *testing.T) {
 		require.Equal(t, float64(want), got, "%s: each delivery's receipt applied once", p)
 	}
 }
-

@@ -1,7 +1,6 @@
 package main
 
 import (
-
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
