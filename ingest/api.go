@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
@@ -31,10 +32,11 @@ type API struct {
 	keys      *authCache
 	admit     *admission
 	available channelSet
+	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
 }
 
 // New returns the API. pool must point at a migrated herald database.
-func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger, opts ...Option) (*API, error) {
 	if pool == nil {
 		return nil, errors.New("ingest: nil pool")
 	}
@@ -49,7 +51,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{
+	a := &API{
 		cfg:       cfg,
 		pool:      pool,
 		log:       log.With(zap.String("component", "ingest")),
@@ -57,7 +59,17 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 		keys:      newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
 		admit:     admit,
 		available: newChannelSet(cfg.Channels),
-	}, nil
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.high != nil {
+		if a.high.published, err = otel.Meter(instrumentationName).Int64Counter("herald.ingest.high_published",
+			metric.WithDescription("HIGH deliveries published to Kafka right after their accept committed, by outcome")); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Handler returns the HTTP handler serving every route of the API. Each request runs in
