@@ -33,6 +33,8 @@ type API struct {
 	admit     *admission
 	available channelSet
 	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
+	// readyChecks are the other dependencies of /readyz (ReadyWhen), set before serving.
+	readyChecks []readyCheck
 }
 
 // New returns the API. pool must point at a migrated herald database.

@@ -232,6 +232,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeRelay()
 		runs = append(runs, component{"relay", relay.Run})
+		api.ReadyWhen("relay", func(context.Context) error { return relay.Ready() })
 		// Daily partitions: one process at a time (an advisory lock) among the relays.
 		pm, err := partition.New(c.Partitions, pool, log)
 		if err != nil {
@@ -246,6 +247,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeDispatch()
 		runs = append(runs, component{"dispatch", d.Run})
+		api.ReadyWhen("dispatch", d.Ready)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	wd.start(ctx)
