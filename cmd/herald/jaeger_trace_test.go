@@ -242,8 +242,11 @@ func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 	childOf(server, "ingest.accept")
 	require.Empty(t, server.parent(), "the API request's span is the root")
 
-	require.NotEmpty(t, publish.tag("herald.commit_lsn"), "the publish span names the commit LSN")
-	require.Equal(t, "stream", publish.tag("herald.source"))
+	// The relay published the row from the WAL as well: its span names the commit LSN.
+	relayPub := childOf(server, "cdc publish")
+	require.NotEmpty(t, relayPub.tag("herald.commit_lsn"), "the relay's publish span names the commit LSN")
+	require.Equal(t, "stream", relayPub.tag("herald.source"))
+	require.Equal(t, deliveryID, relayPub.tag("herald.delivery_id"))
 	require.Equal(t, deliveryID, publish.tag("herald.delivery_id"))
 	require.Equal(t, deliveryID, deliver.tag("herald.delivery_id"))
 	require.Equal(t, "201", provider.tag("http.response.status_code"), "Twilio answers 201 Created")
