@@ -35,8 +35,10 @@ func (r *Relay) campaign(ctx context.Context) error {
 		_ = conn.Close(cctx)
 	}()
 
+	defer r.ready.Store(relayStarting)
 	t := time.NewTicker(r.cfg.LeaderRetry)
 	defer t.Stop()
+	checked := false // the standby's checks (ready.go), once per term
 	for {
 		var got bool
 		if err := conn.QueryRow(ctx, tryLockSQL, r.cfg.Slot).Scan(&got); err != nil {
@@ -47,6 +49,13 @@ func (r *Relay) campaign(ctx context.Context) error {
 		}
 		if got {
 			break
+		}
+		if !checked {
+			if err := r.checkStandby(ctx, conn); err != nil {
+				return err
+			}
+			checked = true
+			r.ready.Store(relayStandby)
 		}
 		select {
 		case <-ctx.Done():

@@ -3,7 +3,6 @@ package cdc
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/deliveryrecord"
 )
 
 // Sources of a published record, as the span and metric attribute herald.source.
@@ -52,18 +52,6 @@ var traceContext = propagation.TraceContext{}
 // goroutine, with the record's outcome; it must not block for long.
 func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 	topic := p.topics[row.Priority]
-	value, err := herald.DeliveryMessage{
-		DeliveryID:     row.ID,
-		NotificationID: row.NotificationID,
-		Channel:        row.Channel,
-		Priority:       row.Priority,
-		Attempts:       row.Attempts,
-	}.Marshal()
-	if err != nil {
-		done(fmt.Errorf("encode delivery %s: %w", row.ID, err))
-		return
-	}
-
 	parent := context.Background()
 	if row.Traceparent != "" {
 		parent = traceContext.Extract(parent, propagation.MapCarrier{herald.HeaderTraceparent: row.Traceparent})
@@ -86,17 +74,18 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 		tp = row.Traceparent
 	}
 
-	rec := &kgo.Record{
-		Topic: topic,
-		Key:   []byte(row.ID),
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: herald.HeaderDeliveryID, Value: []byte(row.ID)},
-			{Key: herald.HeaderAttempt, Value: []byte(strconv.Itoa(row.Attempts + 1))}, // the attempt this record is for
-		},
-	}
-	if tp != "" {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: herald.HeaderTraceparent, Value: []byte(tp)})
+	rec, err := deliveryrecord.New(topic, herald.DeliveryMessage{
+		DeliveryID:     row.ID,
+		NotificationID: row.NotificationID,
+		Channel:        row.Channel,
+		Priority:       row.Priority,
+		Attempts:       row.Attempts,
+	}, tp)
+	if err != nil {
+		span.RecordError(err)
+		span.End()
+		done(err)
+		return
 	}
 
 	p.inFlight.Add(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -32,6 +33,7 @@ type Relay struct {
 	metrics *metrics
 	// reapHook, when set (tests of this package), is called after every reaper pass.
 	reapHook func()
+	ready    atomic.Int32 // relayStarting, relayStandby or relayStreaming (ready.go)
 }
 
 // New returns a relay. pool serves the relay's ordinary queries (marking, sweeping,
@@ -149,7 +151,9 @@ func (r *Relay) stream(ctx context.Context, mk *marker) error {
 		r.cfg.Slot).Scan(&start); err != nil {
 		return fmt.Errorf("read confirmed position of slot %s: %w", r.cfg.Slot, err)
 	}
-	err = newStream(r.cfg, conn, start, r.pub, mk, r.log).run(ctx)
+	st := newStream(r.cfg, conn, start, r.pub, mk, r.log)
+	st.started = func() { r.ready.Store(relayStreaming) }
+	err = st.run(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}

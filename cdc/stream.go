@@ -38,6 +38,9 @@ type stream struct {
 	commitLSN  pglogrepl.LSN
 	commitTime time.Time
 	receivedAt time.Time
+
+	// started, when set, is called once the server has accepted START_REPLICATION.
+	started func()
 }
 
 // newStream prepares a session that resumes at start, the slot's confirmed_flush_lsn. The
@@ -65,6 +68,9 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	s.log.Info("streaming", zap.String("publication", s.cfg.Publication),
 		zap.Stringer("start_lsn", s.tracker.confirmed))
+	if s.started != nil {
+		s.started()
+	}
 
 	nextStatus := time.Now().Add(s.cfg.StatusInterval)
 	awaitingReply := false

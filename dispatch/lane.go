@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,6 +43,7 @@ type lane struct {
 	cl       *kgo.Client
 	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
 	stopping chan struct{} // closed when the lane stops taking records
+	assigned atomic.Bool   // the group has been joined and an assignment received (ready.go)
 }
 
 func newLane(d *Dispatcher, p herald.Priority) *lane {
@@ -63,6 +65,7 @@ func (l *lane) open() error {
 		kgo.ConsumeTopics(l.cfg.Topic),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(l.onAssigned),
 		kgo.OnPartitionsRevoked(l.onRevoked),
 		kgo.OnPartitionsLost(l.onLost),
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
@@ -32,10 +33,13 @@ type API struct {
 	keys      *authCache
 	admit     *admission
 	available channelSet
+	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
+	// readyChecks are the other dependencies of /readyz (ReadyWhen), set before serving.
+	readyChecks []readyCheck
 }
 
 // New returns the API. pool must point at a migrated herald database.
-func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
+func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger, opts ...Option) (*API, error) {
 	if pool == nil {
 		return nil, errors.New("ingest: nil pool")
 	}
@@ -50,7 +54,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{
+	a := &API{
 		cfg:       cfg,
 		pool:      pool,
 		log:       log.With(zap.String("component", "ingest")),
@@ -58,7 +62,17 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger) (*API, error) {
 		keys:      newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
 		admit:     admit,
 		available: newChannelSet(cfg.Channels),
-	}, nil
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.high != nil {
+		if a.high.published, err = otel.Meter(instrumentationName).Int64Counter("herald.ingest.high_published",
+			metric.WithDescription("HIGH deliveries published to Kafka right after their accept committed, by outcome")); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Handler returns the HTTP handler serving every route of the API. Each request runs in

@@ -21,8 +21,22 @@ const (
 	depMigrations = "migrations"
 )
 
-// readyz answers 200 when PostgreSQL answers and every embedded migration is applied, 503
-// otherwise (readiness). The answer names the dependency that is not ready and nothing more:
+// ReadyWhen adds a dependency of readiness: /readyz answers 503 naming dep while check
+// returns an error. herald serve adds the components of the process's other roles (the
+// relay, dispatch), so that a process is ready only once it can do all its work. Call it
+// before the handler serves.
+func (a *API) ReadyWhen(dep string, check func(context.Context) error) {
+	a.readyChecks = append(a.readyChecks, readyCheck{dep: dep, check: check})
+}
+
+// readyCheck is one dependency added with ReadyWhen.
+type readyCheck struct {
+	dep   string
+	check func(context.Context) error
+}
+
+// readyz answers 200 when PostgreSQL answers, every embedded migration is applied and every
+// dependency added with ReadyWhen is ready, 503 otherwise (readiness). The answer names the dependency that is not ready and nothing more:
 // the probe is unauthenticated, and a driver's error names hosts, users and databases. The
 // error is logged.
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
@@ -41,16 +55,20 @@ func (a *API) ready(ctx context.Context) (string, error) {
 	if err := a.pool.Ping(ctx); err != nil {
 		return depPostgreSQL, fmt.Errorf("postgresql unreachable: %w", err)
 	}
-	if a.migrated.Load() {
-		return "", nil
+	if !a.migrated.Load() {
+		pending, err := migrate.Pending(ctx, a.pool)
+		if err != nil {
+			return depMigrations, fmt.Errorf("migration state unknown: %w", err)
+		}
+		if pending {
+			return depMigrations, fmt.Errorf("database migrations pending")
+		}
+		a.migrated.Store(true)
 	}
-	pending, err := migrate.Pending(ctx, a.pool)
-	if err != nil {
-		return depMigrations, fmt.Errorf("migration state unknown: %w", err)
+	for _, c := range a.readyChecks {
+		if err := c.check(ctx); err != nil {
+			return c.dep, err
+		}
 	}
-	if pending {
-		return depMigrations, fmt.Errorf("database migrations pending")
-	}
-	a.migrated.Store(true)
 	return "", nil
 }

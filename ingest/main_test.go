@@ -59,11 +59,11 @@ func newEnv(t testing.TB) *env {
 	return newEnvWith(t, Config{}, zaptest.NewLogger(t))
 }
 
-// newEnvWith is newEnv with a configuration and a logger.
-func newEnvWith(t testing.TB, cfg Config, log *zap.Logger) *env {
+// newEnvWith is newEnv with a configuration, a logger and options.
+func newEnvWith(t testing.TB, cfg Config, log *zap.Logger, opts ...Option) *env {
 	t.Helper()
 	pool := stacktest.Postgres(t)
-	api, err := New(cfg, pool, log)
+	api, err := New(cfg, pool, log, opts...)
 	require.NoError(t, err)
 	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)

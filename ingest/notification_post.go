@@ -67,6 +67,9 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if res.inserted != nil { // committed by this request: HIGH goes to Kafka at once
+		a.publishHigh(ctx, *res.inserted)
+	}
 	w.Header().Set("Location", "/api/notifications/"+res.id)
 	if res.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -79,6 +82,8 @@ type accepted struct {
 	id       string
 	body     []byte
 	replayed bool
+	// inserted is what this request's accept wrote and committed; nil for a replay.
+	inserted *delivery.Notification
 }
 
 // answer encodes resp as the 202 body.
@@ -174,6 +179,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		return replayAnswer(hash, storedHash, storedResp)
 	}
 	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(deliver)))
+	res.inserted = &note
 	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
 		zap.Int("deliveries", len(deliver)), zap.Int("suppressed", len(suppressed)), zap.Bool("deferred", next != nil))
 	return res, nil

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +96,18 @@ func startStack(b *testing.B, o options) *stack {
 	rdb, prefix := stacktest.Redis(b)
 	log := zap.NewNop()
 
-	api, err := ingest.New(ingest.Config{}, s.pool, log)
+	byPriority := map[herald.Priority]string{
+		herald.PriorityHigh: topics["high"], herald.PriorityNormal: topics["normal"], herald.PriorityLow: topics["low"],
+	}
+	var apiOpts []ingest.Option
+	if publishHigh() { // as herald serve's --publish-high, with its producer options
+		hcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0),
+			kgo.RecordDeliveryTimeout(ingest.HighPublishTimeout), kgo.MaxBufferedRecords(ingest.HighPublishBuffer))
+		heraldtest.Must(b, err)
+		b.Cleanup(hcl.Close)
+		apiOpts = append(apiOpts, ingest.PublishHigh(hcl, byPriority[herald.PriorityHigh]))
+	}
+	api, err := ingest.New(ingest.Config{}, s.pool, log, apiOpts...)
 	heraldtest.Must(b, err)
 	srv := httptest.NewServer(api.Handler())
 	b.Cleanup(srv.Close)
@@ -105,9 +118,6 @@ func startStack(b *testing.B, o options) *stack {
 	_, err = s.pool.Exec(ctx, `INSERT INTO template (name, category, channels) VALUES ('bench', 'bench', '{SMS}')`)
 	heraldtest.Must(b, err)
 
-	byPriority := map[herald.Priority]string{
-		herald.PriorityHigh: topics["high"], herald.PriorityNormal: topics["normal"], herald.PriorityLow: topics["low"],
-	}
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0))
 	heraldtest.Must(b, err)
 	b.Cleanup(kcl.Close)
@@ -168,6 +178,14 @@ func startStack(b *testing.B, o options) *stack {
 		return streaming
 	})
 	return s
+}
+
+// publishHigh says whether the in-process ingest publishes its HIGH deliveries right after
+// the commit (herald serve's --publish-high, on by default): BENCH_PUBLISH_HIGH=false runs a
+// scenario with the relay's records only, to compare the two side by side.
+func publishHigh() bool {
+	v, err := strconv.ParseBool(os.Getenv("BENCH_PUBLISH_HIGH"))
+	return err != nil || v
 }
 
 func (s *stack) stop() {

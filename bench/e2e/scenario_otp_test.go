@@ -40,6 +40,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		heraldtest.Must(b, err)
 		pace = n
 	}
+	r.Load += fmt.Sprintf("; HIGH published by the accepting process right after the commit: %t", publishHigh())
 	r.Load += fmt.Sprintf("; expander pace %s", map[bool]string{true: "herald's default (--campaign-rate)", false: strconv.Itoa(pace) + " deliveries/s"}[pace == 0])
 	st := newStageTracer()
 	// LOW gets more workers than its default 2: each delivery makes two commits, and at the

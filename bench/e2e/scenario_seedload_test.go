@@ -44,7 +44,9 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		"segment of %d users through POST /api/campaigns at %s; single NORMAL POSTs bursting to %.0f/s open loop for %s at %s; "+
 		"no provider rate limit, a provider that answers at once",
 		steadyRate, steady, users, steady/2, burstRate, burst, steady*3/4)
-	s := startStack(b, options{poolConns: 48, expander: true, concurrency: map[herald.Priority]int{
+	st := newStageTracer() // the HIGH OTPs' spans, for their stage breakdown
+	r.Load += fmt.Sprintf("; HIGH published by the accepting process right after the commit: %t", publishHigh())
+	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
 	s.addUsers(b, users)
 	loadBefore := loadAverage()
@@ -82,8 +84,12 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	var steadyUnsent, burstUnsent atomic.Int64
 	// post is one POST of the open loop: its answer counted in the second it came.
 	post := func(client *http.Client, idem string, prio herald.Priority, due time.Time, h, answer *hdrhistogram.Histogram) bool {
+		var header map[string]string
+		if prio == herald.PriorityHigh {
+			header = map[string]string{"traceparent": st.traceparent()}
+		}
 		sentAt := time.Now()
-		id, why := s.postWith(ctx, client, idem, prio, nil)
+		id, why := s.postWith(ctx, client, idem, prio, header)
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -305,6 +311,18 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	}
 	for _, n := range v.notes() {
 		r.Note("%s", n)
+	}
+	stagesNote(r)
+	// The HIGH stages over the whole run and for the HIGH accepted during the burst.
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"run", start, finished}, {"burst", burstAt, burstAt.Add(burst)}} {
+		stages := st.breakdown(ph.from, ph.to)
+		stages.report(r, ph.name)
+		for i, name := range stageNames {
+			b.Logf("%s: stage %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
+		}
 	}
 	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
 		"answered within %s (\"timeout\"), or fails otherwise (\"error\"). The generator sends from a bounded pool "+

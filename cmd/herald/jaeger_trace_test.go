@@ -231,15 +231,22 @@ func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 	deliver := parentOf(send, "dispatch.deliver")
 	childOf(deliver, "dispatch.lease")
 	childOf(deliver, "dispatch.rate_limit")
-	publish := parentOf(deliver, "cdc publish")
-	// The stored traceparent is the request span's: the accept transaction and the relay's
-	// publish are both its children.
+	// The record the worker took: the accepting process's, published right after the commit,
+	// or the relay's from the WAL (both are made; the first to be consumed claims the row).
+	publish, ok := byID[deliver.parent()]
+	require.True(t, ok, "dispatch.deliver has no parent span in the trace")
+	require.Contains(t, []string{"ingest publish", "cdc publish"}, publish.OperationName, "parent of dispatch.deliver")
+	// The stored traceparent is the request span's: the accept transaction and both
+	// publishes are its children.
 	server := parentOf(publish, "POST /api/notifications")
 	childOf(server, "ingest.accept")
 	require.Empty(t, server.parent(), "the API request's span is the root")
 
-	require.NotEmpty(t, publish.tag("herald.commit_lsn"), "the publish span names the commit LSN")
-	require.Equal(t, "stream", publish.tag("herald.source"))
+	// The relay published the row from the WAL as well: its span names the commit LSN.
+	relayPub := childOf(server, "cdc publish")
+	require.NotEmpty(t, relayPub.tag("herald.commit_lsn"), "the relay's publish span names the commit LSN")
+	require.Equal(t, "stream", relayPub.tag("herald.source"))
+	require.Equal(t, deliveryID, relayPub.tag("herald.delivery_id"))
 	require.Equal(t, deliveryID, publish.tag("herald.delivery_id"))
 	require.Equal(t, deliveryID, deliver.tag("herald.delivery_id"))
 	require.Equal(t, "201", provider.tag("http.response.status_code"), "Twilio answers 201 Created")

@@ -43,6 +43,7 @@ type serveConfig struct {
 	Redis           redisConn
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
+	PublishHigh     bool
 	Expander        ingest.ExpanderConfig
 	Redrive         redrive.Config
 	TemplatesDir    string
@@ -75,6 +76,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.AdmissionSlots, "admission-slots", 0, "POST /api/notifications requests that may do database work at once; the others wait for a slot; 0: --database-max-conns")
 	f.Int(&c.Ingest.AdmissionHighReserve, "admission-high-reserve", 0, "admission slots only HIGH requests may take; 0: max(1, slots/4)")
 	f.Duration(&c.Ingest.AdmissionWait, "admission-wait", ingest.DefaultAdmissionWait, "how long a NORMAL or LOW POST /api/notifications waits for an admission slot before it is answered 503 overloaded")
+	f.Bool(&c.PublishHigh, "publish-high", ingest.DefaultPublishHigh, "an ingest process publishes each HIGH delivery it accepts to Kafka right after the commit, the relay's record from the WAL being the guarantee; false: the relay's only")
 	f.Int(&c.Expander.Rate, "campaign-rate", ingest.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
 	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
@@ -205,7 +207,12 @@ func runServe(ctx context.Context, args []string) error {
 	if c.has("ingest") {
 		c.Ingest.Receipts = receiptHandlers(rx, log)
 	}
-	api, err := ingest.New(c.Ingest, pool, log)
+	apiOpts, closeHigh, err := highPublisher(c)
+	if err != nil {
+		return err
+	}
+	defer closeHigh()
+	api, err := ingest.New(c.Ingest, pool, log, apiOpts...)
 	if err != nil {
 		return err
 	}
@@ -256,6 +263,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeRelay()
 		runs = append(runs, component{"relay", relay.Run})
+		api.ReadyWhen("relay", func(context.Context) error { return relay.Ready() })
 		// Daily partitions: one process at a time (an advisory lock) among the relays.
 		pm, err := partition.New(c.Partitions, pool, log)
 		if err != nil {
@@ -270,6 +278,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer closeDispatch()
 		runs = append(runs, component{"dispatch", d.Run})
+		api.ReadyWhen("dispatch", d.Ready)
 	}
 	if c.has("events") {
 		ev, closeEvents, err := newEventsRole(ctx, c, log)
@@ -371,6 +380,25 @@ func adminHandler(metrics, api http.Handler) http.Handler {
 	mux.Handle("/healthz", api)
 	mux.Handle("/readyz", api)
 	return mux
+}
+
+// highPublisher is the producer of an ingest process's direct HIGH publish (--publish-high):
+// no linger, and records bounded in number and life, so that an absent Kafka never holds a
+// request (the relay's record from the WAL is the guarantee).
+func highPublisher(c serveConfig) ([]ingest.Option, func(), error) {
+	if !c.has("ingest") || !c.PublishHigh {
+		return nil, func() {}, nil
+	}
+	kopts, err := c.Kafka.options(c.KafkaBrokers)
+	if err != nil {
+		return nil, nil, err
+	}
+	kcl, err := kgo.NewClient(append(kopts, kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(ingest.HighPublishTimeout),
+		kgo.MaxBufferedRecords(ingest.HighPublishBuffer))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return []ingest.Option{ingest.PublishHigh(kcl, *c.Topics.Names[herald.PriorityHigh])}, kcl.Close, nil
 }
 
 // relayPoolConns sizes the relay's own pool: the marker, the sweeper, the reaper and the lag

@@ -1,0 +1,116 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/deliveryrecord"
+	"github.com/heraldhq/herald/internal/tracelog"
+)
+
+// Defaults of the direct HIGH publish (herald serve's --publish-high and its producer).
+const (
+	// DefaultPublishHigh: an ingest process publishes its HIGH deliveries itself.
+	DefaultPublishHigh = true
+	// HighPublishTimeout bounds how long a direct HIGH record may wait for Kafka before it is
+	// given up (kgo.RecordDeliveryTimeout): past it the relay's record has long been sent.
+	HighPublishTimeout = 5 * time.Second
+	// HighPublishBuffer bounds the direct HIGH records waiting for Kafka
+	// (kgo.MaxBufferedRecords); beyond it a publish fails at once and the relay's counts.
+	HighPublishBuffer = 1000
+)
+
+// Option configures the API beyond its Config: collaborators that only some processes have.
+type Option func(*API)
+
+// PublishHigh makes the API publish every HIGH delivery it accepts, due at once, to topic
+// as soon as the accept has committed (docs/architecture.md, "HIGH does not wait for the
+// WAL"). The relay still publishes the same row from the WAL: that record is the guarantee,
+// this one only the shortcut, so a failed or lost publish costs latency, never a delivery,
+// and dispatch drops whichever record comes second (the row is no longer PENDING). kafka
+// should not linger (kgo.ProducerLinger(0)) and should bound a record's life
+// (kgo.RecordDeliveryTimeout): while Kafka is away, the relay's record is the one that counts.
+func PublishHigh(kafka *kgo.Client, topic string) Option {
+	return func(a *API) {
+		a.high = &highPublisher{kafka: kafka, topic: topic}
+	}
+}
+
+// highPublisher is the post-commit shortcut of PublishHigh.
+type highPublisher struct {
+	kafka *kgo.Client
+	topic string
+	// published counts records by outcome: ok (Kafka acknowledged), failed (produce failed or
+	// the client's buffer was full); the relay's record covers both.
+	published metric.Int64Counter
+}
+
+// Outcomes of a direct HIGH publish, as the attribute "outcome".
+const (
+	highPublishOK     = "ok"
+	highPublishFailed = "failed"
+)
+
+// publishHigh hands the HIGH deliveries of n, committed a moment ago, to Kafka, without
+// waiting for the acknowledgement: the 202 answer does not wait for Kafka. A delivery due
+// later (sendAt; HIGH has no quiet hours) is left to the sweeper, as the relay leaves it.
+// Each record gets a producer span in the request's trace; its traceparent header is that
+// span, so the worker's spans hang below it as below the relay's.
+func (a *API) publishHigh(ctx context.Context, n delivery.Notification) {
+	p := a.high
+	if p == nil || n.Priority != herald.PriorityHigh || n.NextAttemptAt != nil {
+		return
+	}
+	for _, d := range n.Deliveries {
+		id := d.ID.String()
+		sctx, span := a.tracer.Start(ctx, "ingest publish", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", p.topic),
+			attribute.String("herald.delivery_id", id),
+			attribute.Int("herald.attempt", 0),
+			attribute.String("herald.source", "ingest"),
+		))
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(sctx, carrier)
+		rec, err := deliveryrecord.New(p.topic, herald.DeliveryMessage{DeliveryID: id, NotificationID: n.ID.String(),
+			Channel: d.Channel, Priority: n.Priority}, carrier.Get(herald.HeaderTraceparent))
+		if err != nil {
+			a.highPublished(sctx, span, id, err)
+			continue
+		}
+		// TryProduce never blocks the request: with the client's buffer full (Kafka away) it
+		// fails at once, and the relay's record is the one that counts.
+		p.kafka.TryProduce(context.WithoutCancel(sctx), rec, func(_ *kgo.Record, err error) {
+			a.highPublished(sctx, span, id, err)
+		})
+	}
+}
+
+// highPublished records the outcome of one direct HIGH publish and ends its span.
+func (a *API) highPublished(ctx context.Context, span trace.Span, id string, err error) {
+	outcome := highPublishOK
+	if err != nil {
+		outcome = highPublishFailed
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "produce failed")
+		if !errors.Is(err, kgo.ErrMaxBuffered) {
+			a.log.Warn("direct HIGH publish failed; the relay publishes the delivery from the WAL",
+				tracelog.Delivery(ctx, id), zap.Error(err))
+		}
+	}
+	if a.high.published != nil {
+		a.high.published.Add(context.Background(), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	}
+	span.End()
+}
