@@ -66,6 +66,9 @@ type EventData struct {
 	Error             *EventError `json:"error,omitempty"`
 	// Retryable is set on attempt_failed: whether herald will try again.
 	Retryable *bool `json:"retryable,omitempty"`
+	// TokensRemoved is how many push tokens the attempt found invalid (APNs 410, FCM
+	// UNREGISTERED) and herald removed from the user's profile; absent when none.
+	TokensRemoved int `json:"tokensRemoved,omitempty"`
 	// Sequence increases with every event of the same delivery, so a receiver can order them.
 	Sequence   int64     `json:"sequence"`
 	OccurredAt time.Time `json:"occurredAt"`

@@ -2944,6 +2944,9 @@ type Attempt struct {
 	// RedriveId The operator re-drive the attempt ran under (`POST /api/redrives`); absent for an attempt before any.
 	RedriveId *openapi_types.UUID `json:"redriveId,omitempty"`
 	Started   time.Time           `json:"started"`
+
+	// TokensRemoved Push tokens the provider reported invalid in this attempt (APNs `410`, FCM `UNREGISTERED`); herald removed them from the user's profile. Absent when none.
+	TokensRemoved *int `json:"tokensRemoved,omitempty"`
 }
 
 // AttemptOutcome defines model for Attempt.Outcome.

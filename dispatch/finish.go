@@ -36,7 +36,7 @@ func (l *lane) finish(w *work, provider string, res senders.Result, sendErr erro
 // transient, or ambiguous where the lane retries those; FAILED otherwise.
 func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr error) delivery.Outcome {
 	o := delivery.Outcome{Status: herald.StatusSent, AttemptClass: herald.AttemptSent, Provider: cmp.Or(res.Provider, provider),
-		ProviderID: res.ProviderMessageID, ProviderCode: res.Code}
+		ProviderID: res.ProviderMessageID, ProviderCode: res.Code, TokensRemoved: len(res.InvalidTokens)}
 	if sendErr == nil {
 		return o
 	}

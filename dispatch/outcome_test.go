@@ -249,4 +249,9 @@ func TestPushTokensFromContactAndInvalidOnesDropped(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(tokens()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"tok-b"}, tokens())
+	// The attempt log says how many were removed (the timeline and the events show it).
+	var removed int
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT tokens_removed FROM delivery_attempt WHERE delivery_id = $1 AND attempt = 1`, id).Scan(&removed))
+	require.Equal(t, 1, removed)
 }

@@ -64,6 +64,8 @@ type attemptJSON struct {
 	ErrorClass   *string   `json:"errorClass"`
 	// RedriveID is the operator re-drive the attempt ran under; absent before any.
 	RedriveID *string `json:"redriveId,omitempty"`
+	// TokensRemoved is how many push tokens the attempt found invalid and herald removed.
+	TokensRemoved int `json:"tokensRemoved,omitempty"`
 }
 
 // selectNotification is scoped to the client: another client's id reads as unknown.
@@ -174,7 +176,7 @@ func attemptLog(as []timeline.Attempt) []attemptJSON {
 	for i, a := range as {
 		out[i] = attemptJSON{Started: a.Started, Finished: a.Finished, Outcome: a.Outcome,
 			Provider: nonEmpty(a.Provider), ProviderCode: nonEmpty(a.ProviderCode), ErrorClass: nonEmpty(a.ErrorClass),
-			RedriveID: nonEmpty(a.RedriveID)}
+			RedriveID: nonEmpty(a.RedriveID), TokensRemoved: a.TokensRemoved}
 	}
 	return out
 }

@@ -219,3 +219,52 @@ func TestEventsOff(t *testing.T) {
 	require.Equal(t, herald.StatusFailed, read(t, pool, id).Status)
 	require.Empty(t, events(t, pool, id, before))
 }
+
+// TestEventsNameRemovedPushTokens: an attempt whose provider reported push tokens invalid
+// keeps their count in the attempt log, and the events of the attempt and of the delivery it
+// ended carry it; an attempt without one carries none.
+func TestEventsNameRemovedPushTokens(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	spec := deliverytest.Spec{Channel: herald.ChannelPush, Status: herald.StatusSending, Attempts: 1}
+	removed := func(id string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT tokens_removed FROM delivery_attempt WHERE delivery_id = $1 AND attempt = 1`, id).Scan(&n))
+		return n
+	}
+
+	// Two of three tokens unregistered, the third took it: SENT, naming the two.
+	id := deliverytest.One(t, pool, spec)
+	before := lastSequence(t, pool, id)
+	_, err := delivery.Record(ctx, pool, id, 1, time.Now(), delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT",
+		Provider: "push", ProviderCode: "200", TokensRemoved: 2})
+	require.NoError(t, err)
+	require.Equal(t, 2, removed(id))
+	got := events(t, pool, id, before)
+	require.Len(t, got, 1)
+	require.Equal(t, 2, got[0].Data.TokensRemoved)
+
+	// The only token unregistered: the attempt fails permanently, and both events say so.
+	id = deliverytest.One(t, pool, spec)
+	before = lastSequence(t, pool, id)
+	_, err = delivery.Record(ctx, pool, id, 1, time.Now(), delivery.Outcome{Status: herald.StatusFailed, AttemptClass: "PERMANENT",
+		Provider: "push:fcm", ProviderCode: "UNREGISTERED", TokensRemoved: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, removed(id))
+	got = events(t, pool, id, before)
+	require.Len(t, got, 2)
+	require.Equal(t, herald.EventAttemptFailed, got[0].Type)
+	require.Equal(t, 1, got[0].Data.TokensRemoved)
+	require.Equal(t, 1, got[1].Data.TokensRemoved)
+
+	// No token reported invalid: no count in the data.
+	id = deliverytest.One(t, pool, spec)
+	before = lastSequence(t, pool, id)
+	_, err = delivery.Record(ctx, pool, id, 1, time.Now(), delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: "push"})
+	require.NoError(t, err)
+	require.Zero(t, removed(id))
+	got = events(t, pool, id, before)
+	require.Len(t, got, 1)
+	require.Zero(t, got[0].Data.TokensRemoved)
+}

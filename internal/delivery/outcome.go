@@ -16,6 +16,9 @@ type Outcome struct {
 	Provider     string
 	ProviderID   string
 	ProviderCode string
+	// TokensRemoved is how many push tokens the provider reported invalid in this attempt
+	// (dispatch removes them from the user's profile); the attempt row keeps the count.
+	TokensRemoved int
 }
 
 // Record is RecordBatch for one attempt: it writes o for claimed attempt attempt, started at

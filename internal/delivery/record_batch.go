@@ -40,8 +40,9 @@ type Recording struct {
 var recordBatchSQL = `
 WITH o AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::text[], $10::float8[])
-        AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs)),
+                         $7::text[], $8::text[], $9::text[], $10::float8[], $13::int[])
+        AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs,
+             tokens_removed)),
 d AS (
     UPDATE delivery AS d
        SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPendingWithin("d",
@@ -56,9 +57,10 @@ d AS (
       FROM o
      WHERE d.id = ANY($1::text[]::uuid[]) AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
     RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id)
-INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at)
+INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at,
+                              tokens_removed)
 SELECT d.id, d.attempts, d.redrive_id, o.started_at, o.outcome, o.error, o.provider, o.provider_code,
-       CASE WHEN d.status = 'PENDING' THEN d.next_attempt_at END
+       CASE WHEN d.status = 'PENDING' THEN d.next_attempt_at END, o.tokens_removed
   FROM d JOIN o ON o.id::uuid = d.id
 RETURNING delivery_id::text`
 
@@ -102,6 +104,7 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 	started := make([]time.Time, n)
 	errs, providers, codes, providerIDs := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	retry := make([]float64, n)
+	tokens := make([]int32, n)
 	seen := make(map[string]struct{}, n)
 	var lo, hi uuid.UUID
 	for i, r := range rs {
@@ -127,8 +130,8 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 		o := r.Outcome
 		ids[i], attempts[i], started[i], statuses[i], classes[i] = r.ID, int32(r.Attempt), r.StartedAt, string(o.Status), string(o.AttemptClass)
 		errs[i], providers[i], codes[i], providerIDs[i] = nullable(o.Error), nullable(o.Provider), nullable(o.ProviderCode), nullable(o.ProviderID)
-		retry[i] = o.RetryIn.Seconds()
+		retry[i], tokens[i] = o.RetryIn.Seconds(), int32(o.TokensRemoved)
 	}
 	return []any{pgx.QueryExecModeExec, ids, attempts, started, statuses, classes,
-		errs, providers, codes, providerIDs, retry, lo.String(), hi.String()}, nil
+		errs, providers, codes, providerIDs, retry, lo.String(), hi.String(), tokens}, nil
 }

@@ -41,7 +41,7 @@ SELECT n.id::text, n.client_id::text, n.user_id, n.template, n.category, n.prior
 // in the same batch as selectDeliveries, so a timeline is one round trip.
 const selectAttempts = `
 SELECT a.delivery_id::text, a.attempt, a.started_at, a.finished_at, a.outcome, a.provider,
-       a.provider_code, a.next_attempt_at, a.redrive_id::text
+       a.provider_code, a.next_attempt_at, a.redrive_id::text, a.tokens_removed
   FROM delivery_attempt a JOIN delivery d ON d.id = a.delivery_id
  WHERE d.notification_id = ` + notificationOf + `
    AND d.id >= $2 AND d.id < $3 AND a.delivery_id >= $2 AND a.delivery_id < $3
@@ -161,7 +161,7 @@ func QueueAttemptLog(b *pgx.Batch, ref string, into map[string][]Attempt) {
 				provider, code *string
 				redrive        *string
 			)
-			if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt, &redrive); err != nil {
+			if err := rows.Scan(&did, &a.Attempt, &a.Started, &a.Finished, &stored, &provider, &code, &a.NextAttemptAt, &redrive, &a.TokensRemoved); err != nil {
 				return err
 			}
 			a.Outcome, a.ErrorClass = attemptOutcome(stored)

@@ -66,6 +66,9 @@ func outcomeNote(status herald.Status, a *Attempt) string {
 	if a.ProviderCode != "" {
 		n += " (" + a.ProviderCode + ")"
 	}
+	if a.TokensRemoved > 0 {
+		n += "; " + strconv.Itoa(a.TokensRemoved) + " invalid push token(s) removed from the user's profile"
+	}
 	switch {
 	case status == herald.StatusPending && a.NextAttemptAt != nil:
 		return n + ", retry"

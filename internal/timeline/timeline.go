@@ -95,6 +95,9 @@ type Attempt struct {
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
 	// RedriveID is the re-drive the attempt ran under; "" for an attempt before any.
 	RedriveID string `json:"redriveId,omitempty"`
+	// TokensRemoved is how many push tokens the provider reported invalid in this attempt;
+	// herald removed them from the user's profile.
+	TokensRemoved int `json:"tokensRemoved,omitempty"`
 }
 
 // The attempt outcomes.

@@ -234,3 +234,27 @@ func TestTimelineShowsReceipts(t *testing.T) {
 	require.Contains(t, buf.String(), "RECEIPT")
 	require.Contains(t, buf.String(), "30005")
 }
+
+// TestTimelineNamesRemovedPushTokens: a push attempt whose provider reported a token invalid
+// (FCM UNREGISTERED) shows, in its attempt log and in the step it ended, that the token was
+// removed from the user's profile.
+func TestTimelineNamesRemovedPushTokens(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	id := deliverytest.One(t, pool, deliverytest.Spec{Channel: herald.ChannelPush, Status: herald.StatusSending, Attempts: 1})
+	ok, err := delivery.Record(ctx, pool, id, 1, time.Now(), delivery.Outcome{Status: herald.StatusFailed,
+		AttemptClass: "PERMANENT", Error: "fcm: UNREGISTERED", Provider: "push:fcm", ProviderCode: "UNREGISTERED", TokensRemoved: 1})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	tl, err := timeline.Load(ctx, pool, id, "")
+	require.NoError(t, err)
+	require.Len(t, tl.Deliveries, 1)
+	d := tl.Deliveries[0]
+	require.Len(t, d.AttemptLog, 1)
+	require.Equal(t, 1, d.AttemptLog[0].TokensRemoved)
+	last := d.Steps[len(d.Steps)-1]
+	require.Equal(t, herald.StatusFailed, last.Status)
+	require.Contains(t, last.Note, "1 invalid push token(s) removed from the user's profile")
+}
