@@ -152,7 +152,16 @@ func TestTwoRoutersShareHealth(t *testing.T) {
 		return a.levels(t)[0] == cfg.Steps
 	})
 	require.Empty(t, b.primary.Calls(), "router b has not called anyone yet")
-	require.Equal(t, "sms:vonage", b.send(t, herald.PriorityLow, "", ""), "router b routes by what router a learnt")
+	// Router b routes by what router a learnt: its attempts go to the standby, but for at
+	// most one half-open probe (the first may have fallen due while a stepped down, on a
+	// loaded machine; the next is a ProbeInterval later).
+	toStandby := 0
+	for range 5 {
+		if b.send(t, herald.PriorityLow, "", "") == "sms:vonage" {
+			toStandby++
+		}
+	}
+	require.GreaterOrEqual(t, toStandby, 4, "router b routes by what router a learnt")
 
 	// Both keep routing for about six probe intervals: together they make one probe per interval.
 	start, before := time.Now(), len(a.primary.Calls())
