@@ -111,6 +111,8 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 	r.Add(result.Figure{Group: "re-drive", Name: "re-drive", Value: float64(redriven.Load()) / took.Seconds(), Unit: "deliveries/s", Better: "higher"})
 	r.Add(result.Figure{Group: "re-drive", Name: "re-drive time", Value: took.Seconds(), Unit: "s", Better: "lower"})
 	calls := s.sender.Calls()
+	cdf := result.Chart{File: "high-latency-cdf", Title: "HIGH due → provider call, per phase", Kind: "cdf",
+		XLabel: "latency (ms)", YLabel: "fraction of HIGH notifications", LogX: true}
 	for _, ph := range []struct {
 		name     string
 		from, to time.Time
@@ -124,12 +126,14 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 			}
 		}
 		r.Latencies(ph.name, "HIGH due → provider call", h, "≤ 20")
+		cdf.Series = append(cdf.Series, result.CDF(ph.name, h))
 		r.Add(result.Figure{Group: ph.name, Name: "LOW sent", Value: float64(low) / ph.to.Sub(ph.from).Seconds(), Unit: "deliveries/s", Better: "higher"})
 		b.ReportMetric(ms(h, 99), ph.name+"-p99-ms")
 		b.Logf("%s (%s): HIGH due → provider call over %d notifications: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; LOW sent %d",
 			ph.name, ph.to.Sub(ph.from).Round(time.Millisecond), h.TotalCount(), ms(h, 50), ms(h, 90), ms(h, 99),
 			float64(h.Max())/1000, low)
 	}
+	r.Chart(cdf)
 	b.Logf("re-drive: %d deliveries re-armed in %s (%.0f/s)", redriven.Load(), took.Round(time.Millisecond),
 		float64(redriven.Load())/took.Seconds())
 	r.Add(result.Figure{Name: "HIGH POSTs refused", Value: float64(refused.Load()), Unit: "count", Better: "lower", Target: "= 0"})
