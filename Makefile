@@ -25,7 +25,9 @@ BENCH_SCALE ?= 1
 BENCH_REPEAT ?= 1
 # The suite is a module of its own (gonum/plot stays out of herald's go.mod).
 SUITE := go -C bench/suite run .
-# How long `make fuzz` runs each fuzz target (a long run: `make fuzz FUZZTIME=30m`).
+# How long `make fuzz` runs each fuzz target (a long run: `make fuzz FUZZTIME=30m`), or how many
+# inputs (`FUZZTIME=20000x`, what CI runs: no wall-clock deadline for Go 1.26's fuzz
+# coordinator to race, golang/go#75804).
 FUZZTIME ?= 20s
 
 .PHONY: help build image run test fuzz bench bench-go bench-smoke bench-compare lint stack-up stack-down stack-status
