@@ -99,6 +99,11 @@ func Start(t testing.TB, s Service, opts ...Option) *Instance {
 		o(in)
 	}
 	in.env = append(os.Environ(), "HERALD_STACK_DIR="+dir)
+	if os.Getenv("HERALD_KAFKA_READY_TIMEOUT") == "" {
+		// A private broker starts (and restarts, waiting to be unfenced) while the rest of the
+		// test suite loads both cores: give it longer than the shared stack's 90 s.
+		in.env = append(in.env, "HERALD_KAFKA_READY_TIMEOUT=240")
+	}
 	switch s {
 	case Kafka:
 		ports := freePorts(t, 3)
