@@ -66,9 +66,9 @@ func TestPostgresDownUp(t *testing.T) {
 func TestKafkaDownUp(t *testing.T) {
 	t.Parallel()
 	in := Start(t, Kafka)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
+	// Each call gets its own deadline: a start or restart under a loaded suite can take
+	// minutes (privatestack waits for it), which one deadline over the whole test would
+	// count against the calls.
 	topics := func() (kadm.TopicDetails, error) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(in.Addr), kgo.RequestRetries(0),
 			kgo.DialTimeout(time.Second))
@@ -76,11 +76,13 @@ func TestKafkaDownUp(t *testing.T) {
 			return nil, err
 		}
 		defer cl.Close()
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer rcancel()
 		return kadm.NewClient(cl).ListTopics(rctx)
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(in.Addr))
 	require.NoError(t, err)
 	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "private_stack_probe")
