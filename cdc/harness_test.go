@@ -104,10 +104,8 @@ func (h *harness) startRelay(cfg Config, prep ...func(*Relay)) (stop func()) {
 	h.t.Helper()
 	kc, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ProducerLinger(0))
 	require.NoError(h.t, err)
-	log := zaptest.NewLogger(h.t)
-	if _, bench := h.t.(*testing.B); bench {
-		log = zaptest.NewLogger(h.t, zaptest.Level(zap.InfoLevel))
-	}
+	// Info, not debug: the relay's per-second status lines would bury a failure's message.
+	log := zaptest.NewLogger(h.t, zaptest.Level(zap.InfoLevel))
 	r, err := New(cfg, h.pool, kc, log)
 	require.NoError(h.t, err)
 	for _, p := range prep {
