@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,6 +26,7 @@ const (
 	DefaultLease               = time.Minute
 	DefaultSweepInterval       = time.Second
 	DefaultHealthInterval      = 15 * time.Second
+	DefaultShutdownTimeout     = 10 * time.Second
 )
 
 // Config configures the events role.
@@ -57,36 +59,27 @@ type Config struct {
 	// (tests, local development). Every other non-public address is refused at every dial
 	// (the WEBHOOK channel's guard, senders/webhook.PublicOnly).
 	AllowHTTP, AllowLoopback bool
-	// ShutdownTimeout bounds how long Run waits for POSTs in flight at cancel. Default 10s.
+	// ShutdownTimeout bounds how long Run waits for POSTs in flight at cancel. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// ClientOptions are extra franz-go options (TLS, SASL, session timeout).
 	ClientOptions []kgo.Opt
 }
 
-func (c *Config) setDefaults() {
-	if c.Topic == "" {
-		c.Topic = herald.DefaultEventsTopic
-	}
-	if c.Group == "" {
-		c.Group = DefaultGroup
-	}
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Topic = cmp.Or(c.Topic, herald.DefaultEventsTopic)
+	c.Group = cmp.Or(c.Group, DefaultGroup)
 	if len(c.RetrySchedule) == 0 {
 		c.RetrySchedule = DefaultRetrySchedule
 	}
-	setDefault(&c.Timeout, DefaultTimeout)
-	setDefault(&c.EndpointConcurrency, DefaultEndpointConcurrency)
-	setDefault(&c.QueueSize, DefaultQueueSize)
-	setDefault(&c.Lease, DefaultLease)
-	setDefault(&c.SweepInterval, DefaultSweepInterval)
-	setDefault(&c.HealthInterval, DefaultHealthInterval)
-	setDefault(&c.ShutdownTimeout, 10*time.Second)
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.EndpointConcurrency = cmp.Or(c.EndpointConcurrency, DefaultEndpointConcurrency)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
+	c.HealthInterval = cmp.Or(c.HealthInterval, DefaultHealthInterval)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	return c
 }
 
 func (c *Config) validate() error {

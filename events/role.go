@@ -28,7 +28,7 @@ type Role struct {
 // New returns the role. pool is the role's own (a slow endpoint must not hold connections
 // that dispatch or the API need); secrets signs (apikey.NewWebhookSecrets).
 func New(cfg Config, pool *pgxpool.Pool, secrets Secrets, log *zap.Logger) (*Role, error) {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
