@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -61,7 +62,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		stopRelay := startBenchRelay(b, dbURL)
 		defer stopRelay()
 	}
-	x, err := NewExpander(ExpanderConfig{}, pool, zap.NewNop())
+	x, err := campaign.NewExpander(campaign.ExpanderConfig{}, pool, zap.NewNop())
 	require.NoError(b, err)
 	api, err := New(Config{}, pool, zap.NewNop())
 	require.NoError(b, err)
@@ -75,7 +76,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		resp, _, err := api.createCampaign(ctx, client.ID, "bench-"+strconv.Itoa(i), in)
 		require.NoError(b, err)
 		for {
-			worked, _, err := x.expandLot(ctx)
+			worked, _, err := x.ExpandLot(ctx)
 			require.NoError(b, err)
 			if !worked {
 				break

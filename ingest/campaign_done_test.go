@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -44,7 +45,7 @@ func TestCampaignGetWritesNothing(t *testing.T) {
 	// Users the directory does not hold: every channel is suppressed, so the campaign has no
 	// delivery and is finished once expanded.
 	id := e.postListCampaign("finished", 9_000_001, 9_000_002)
-	e.runExpander(ExpanderConfig{DoneInterval: time.Hour}) // one look at start, before the lot
+	e.runExpander(campaign.ExpanderConfig{DoneInterval: time.Hour}) // one look at start, before the lot
 	require.Eventually(t, func() bool { return e.campaignState(id).status == "ACTIVE" }, time.Minute, 10*time.Millisecond)
 
 	before := e.campaignState(id)
@@ -64,7 +65,7 @@ func TestExpanderEndsFinishedCampaignsDone(t *testing.T) {
 	e.directory(1) // user 1 has a phone number
 	finished := e.postListCampaign("finished", 9_000_001)
 	open := e.postListCampaign("open", 1)
-	e.runExpander(ExpanderConfig{DoneInterval: 10 * time.Millisecond})
+	e.runExpander(campaign.ExpanderConfig{DoneInterval: 10 * time.Millisecond})
 
 	e.waitCampaign(finished, "DONE", time.Minute)
 	e.waitCampaign(open, "ACTIVE", time.Minute) // expanded (lots take turns: maybe after finished's end)

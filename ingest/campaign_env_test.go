@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/heraldhq/herald/internal/campaign"
 )
 
 // campaignPath is the path of a campaign (and of its actions with a suffix).
@@ -35,7 +37,7 @@ func (e *env) campaign(id string) map[string]any {
 
 // runExpander runs an expander on the env's database until the test ends; unless cfg says
 // otherwise it polls every 10 ms and is not paced.
-func (e *env) runExpander(cfg ExpanderConfig) {
+func (e *env) runExpander(cfg campaign.ExpanderConfig) {
 	e.t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
@@ -43,7 +45,7 @@ func (e *env) runExpander(cfg ExpanderConfig) {
 	if cfg.Rate == 0 {
 		cfg.Rate = -1
 	}
-	x, err := NewExpander(cfg, e.pool, zaptest.NewLogger(e.t))
+	x, err := campaign.NewExpander(cfg, e.pool, zaptest.NewLogger(e.t))
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
