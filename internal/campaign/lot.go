@@ -25,7 +25,7 @@ const pickCampaign = `
 SELECT id, client_id, request_hash, template, category, channels, priority, payload, send_at,
        expires_at, audience_kind, segment_tags, coalesce(segment_locale, ''), expanded_through,
        suppressed, now()
-FROM campaign WHERE status = 'EXPANDING'
+FROM campaign WHERE status = '` + string(herald.CampaignExpanding) + `'
 ORDER BY updated_at LIMIT 1
 FOR NO KEY UPDATE SKIP LOCKED`
 
@@ -55,7 +55,7 @@ ORDER BY c.user_id`
 // the expansion (ACTIVE), and a segment's audience becomes the users it visited.
 const advanceCampaign = `
 UPDATE campaign SET expanded = expanded + $2, expanded_through = $3, suppressed = $4,
-       status = CASE WHEN $5 THEN 'ACTIVE' ELSE status END,
+       status = CASE WHEN $5 THEN '` + string(herald.CampaignActive) + `' ELSE status END,
        audience = CASE WHEN $5 AND audience_kind = 'segment' THEN expanded + $2 ELSE audience END,
        updated_at = now()
 WHERE id = $1`
