@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/campaign"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -159,17 +160,12 @@ func startBenchRelay(b *testing.B, dbURL string) func() {
 		defer wg.Done()
 		_ = relay.Run(ctx)
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	heraldtest.WaitFor(b, time.Minute, "the relay streaming", func() bool {
 		var streaming bool
 		require.NoError(b, relayPool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming))
-		if streaming {
-			break
-		}
-		require.True(b, time.Now().Before(deadline), "relay not streaming after a minute")
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
+		return streaming
+	})
 	return func() {
 		cancel()
 		wg.Wait()

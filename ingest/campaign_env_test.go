@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald/internal/campaign"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // campaignPath is the path of a campaign (and of its actions with a suffix).
@@ -60,15 +61,12 @@ func (e *env) runExpander(cfg campaign.ExpanderConfig) {
 // waitCampaign polls the campaign until its status is want, and returns it.
 func (e *env) waitCampaign(id, want string, timeout time.Duration) map[string]any {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		c := e.campaign(id)
-		if c["status"] == want {
-			return c
-		}
-		require.True(e.t, time.Now().Before(deadline), "campaign %s still %v after %s, want %s: %v", id, c["status"], timeout, want, c)
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
+	var c map[string]any
+	heraldtest.WaitFor(e.t, timeout, "campaign "+id+" "+want, func() bool {
+		c = e.campaign(id)
+		return c["status"] == want
+	})
+	return c
 }
 
 // directory fills the user directory with users 1..n by SQL (PUT /api/users one by one would
