@@ -32,8 +32,8 @@ type ExpanderConfig struct {
 	// Rate paces the expansion: at most this many deliveries per second written by this
 	// process, over every campaign it expands (a lot of n deliveries is followed by a pause
 	// that brings the average down to Rate). It leaves CPU and WAL bandwidth to HIGH
-	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
-	// DefaultRate; negative: unpaced.
+	// notifications while a campaign expands; see docs/architecture.md "Campaign expansion".
+	// Default DefaultRate; negative: unpaced.
 	Rate int
 	// DoneInterval is how often the expander looks for ACTIVE campaigns whose deliveries are
 	// all final, to end them DONE (markDoneCampaigns); every campaign is looked at no more
