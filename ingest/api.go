@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/recipient"
 	"github.com/heraldhq/herald/receipts"
 )
 
@@ -32,7 +33,7 @@ type API struct {
 	migrated  atomic.Bool
 	keys      *authCache
 	admit     *admission
-	available channelSet
+	available recipient.ChannelSet
 	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
 	// readyChecks are the other dependencies of /readyz (ReadyWhen), set before serving.
 	readyChecks []readyCheck
@@ -61,7 +62,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *zap.Logger, opts ...Option) (*API,
 		tracer:    otel.Tracer(instrumentationName),
 		keys:      newAuthCache(cfg.AuthCacheTTL, authCacheEntries),
 		admit:     admit,
-		available: newChannelSet(cfg.Channels),
+		available: recipient.NewChannelSet(cfg.Channels),
 	}
 	for _, o := range opts {
 		o(a)

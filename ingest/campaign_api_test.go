@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -189,9 +190,9 @@ func TestCampaignCancel(t *testing.T) {
 	id := res.json(t)["id"].(string)
 
 	// One lot by hand, as an expander would write it; then a worker takes one delivery.
-	x, err := NewExpander(ExpanderConfig{}, e.pool, nil)
+	x, err := campaign.NewExpander(campaign.ExpanderConfig{}, e.pool, nil)
 	require.NoError(t, err)
-	worked, _, err := x.expandLot(context.Background())
+	worked, _, err := x.ExpandLot(context.Background())
 	require.NoError(t, err)
 	require.True(t, worked)
 	var sending string
@@ -214,7 +215,7 @@ WHERE n.campaign_id = $1 AND d.next_attempt_at <= now() LIMIT 1`, id).Scan(&send
 
 	// The expander finds nothing more to do: the campaign stays at its first lot.
 	before := e.campaignRows()
-	worked, _, err = x.expandLot(context.Background())
+	worked, _, err = x.ExpandLot(context.Background())
 	require.NoError(t, err)
 	require.False(t, worked)
 	require.Equal(t, before, e.campaignRows())
@@ -238,10 +239,10 @@ func TestCampaignsTakeTurns(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 		ids = append(ids, res.json(t)["id"].(string))
 	}
-	x, err := NewExpander(ExpanderConfig{LotSize: 10}, e.pool, nil)
+	x, err := campaign.NewExpander(campaign.ExpanderConfig{LotSize: 10}, e.pool, nil)
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ {
-		worked, _, err := x.expandLot(context.Background())
+		worked, _, err := x.ExpandLot(context.Background())
 		require.NoError(t, err)
 		require.True(t, worked)
 	}

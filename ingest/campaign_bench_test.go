@@ -17,6 +17,8 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
@@ -61,7 +63,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		stopRelay := startBenchRelay(b, dbURL)
 		defer stopRelay()
 	}
-	x, err := NewExpander(ExpanderConfig{}, pool, zap.NewNop())
+	x, err := campaign.NewExpander(campaign.ExpanderConfig{}, pool, zap.NewNop())
 	require.NoError(b, err)
 	api, err := New(Config{}, pool, zap.NewNop())
 	require.NoError(b, err)
@@ -75,7 +77,7 @@ SELECT g, '[{"channel":"EMAIL"}]' FROM generate_series(10, $1::int, 10) AS g`, u
 		resp, _, err := api.createCampaign(ctx, client.ID, "bench-"+strconv.Itoa(i), in)
 		require.NoError(b, err)
 		for {
-			worked, _, err := x.expandLot(ctx)
+			worked, _, err := x.ExpandLot(ctx)
 			require.NoError(b, err)
 			if !worked {
 				break
@@ -158,17 +160,12 @@ func startBenchRelay(b *testing.B, dbURL string) func() {
 		defer wg.Done()
 		_ = relay.Run(ctx)
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	heraldtest.WaitFor(b, time.Minute, "the relay streaming", func() bool {
 		var streaming bool
 		require.NoError(b, relayPool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
 			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming))
-		if streaming {
-			break
-		}
-		require.True(b, time.Now().Before(deadline), "relay not streaming after a minute")
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
+		return streaming
+	})
 	return func() {
 		cancel()
 		wg.Wait()

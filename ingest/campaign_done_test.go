@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // campaignVersion is what a write to a campaign row changes: its status, updated_at and xmin
@@ -44,8 +46,8 @@ func TestCampaignGetWritesNothing(t *testing.T) {
 	// Users the directory does not hold: every channel is suppressed, so the campaign has no
 	// delivery and is finished once expanded.
 	id := e.postListCampaign("finished", 9_000_001, 9_000_002)
-	e.runExpander(ExpanderConfig{DoneInterval: time.Hour}) // one look at start, before the lot
-	require.Eventually(t, func() bool { return e.campaignState(id).status == "ACTIVE" }, time.Minute, 10*time.Millisecond)
+	e.runExpander(campaign.ExpanderConfig{DoneInterval: time.Hour}) // one look at start, before the lot
+	heraldtest.WaitFor(t, time.Minute, "the campaign ACTIVE", func() bool { return e.campaignState(id).status == "ACTIVE" })
 
 	before := e.campaignState(id)
 	for range 3 {
@@ -64,13 +66,15 @@ func TestExpanderEndsFinishedCampaignsDone(t *testing.T) {
 	e.directory(1) // user 1 has a phone number
 	finished := e.postListCampaign("finished", 9_000_001)
 	open := e.postListCampaign("open", 1)
-	e.runExpander(ExpanderConfig{DoneInterval: 10 * time.Millisecond})
+	e.runExpander(campaign.ExpanderConfig{DoneInterval: 10 * time.Millisecond})
 
 	e.waitCampaign(finished, "DONE", time.Minute)
 	e.waitCampaign(open, "ACTIVE", time.Minute) // expanded (lots take turns: maybe after finished's end)
 	active := e.campaignState(open)
 	// Looked at again (updated_at moves with every look) and still ACTIVE: its SMS is PENDING.
-	require.Eventually(t, func() bool { return e.campaignState(open).updated.After(active.updated) }, time.Minute, 10*time.Millisecond)
+	heraldtest.WaitFor(t, time.Minute, "another look at the open campaign", func() bool {
+		return e.campaignState(open).updated.After(active.updated)
+	})
 	require.Equal(t, "ACTIVE", e.campaignState(open).status)
 
 	var nid string

@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/heraldhq/herald/internal/campaign"
+	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
 // campaignPath is the path of a campaign (and of its actions with a suffix).
@@ -35,7 +38,7 @@ func (e *env) campaign(id string) map[string]any {
 
 // runExpander runs an expander on the env's database until the test ends; unless cfg says
 // otherwise it polls every 10 ms and is not paced.
-func (e *env) runExpander(cfg ExpanderConfig) {
+func (e *env) runExpander(cfg campaign.ExpanderConfig) {
 	e.t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
@@ -43,7 +46,7 @@ func (e *env) runExpander(cfg ExpanderConfig) {
 	if cfg.Rate == 0 {
 		cfg.Rate = -1
 	}
-	x, err := NewExpander(cfg, e.pool, zaptest.NewLogger(e.t))
+	x, err := campaign.NewExpander(cfg, e.pool, zaptest.NewLogger(e.t))
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -58,15 +61,12 @@ func (e *env) runExpander(cfg ExpanderConfig) {
 // waitCampaign polls the campaign until its status is want, and returns it.
 func (e *env) waitCampaign(id, want string, timeout time.Duration) map[string]any {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		c := e.campaign(id)
-		if c["status"] == want {
-			return c
-		}
-		require.True(e.t, time.Now().Before(deadline), "campaign %s still %v after %s, want %s: %v", id, c["status"], timeout, want, c)
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
+	var c map[string]any
+	heraldtest.WaitFor(e.t, timeout, "campaign "+id+" "+want, func() bool {
+		c = e.campaign(id)
+		return c["status"] == want
+	})
+	return c
 }
 
 // directory fills the user directory with users 1..n by SQL (PUT /api/users one by one would

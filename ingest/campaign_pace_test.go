@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/campaign"
 )
 
 // The expander's loop honours its rate: 500 deliveries in lots of 100 at 1,000/s cannot be
@@ -23,7 +25,7 @@ func TestExpanderIsPaced(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	id := res.json(t)["id"].(string)
 	start := time.Now()
-	e.runExpander(ExpanderConfig{LotSize: 100, Rate: 1000})
+	e.runExpander(campaign.ExpanderConfig{LotSize: 100, Rate: 1000})
 	c := e.waitCampaign(id, "ACTIVE", time.Minute)
 	took := time.Since(start)
 	var written int64

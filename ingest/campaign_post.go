@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/campaign"
 )
 
 // campaignAcceptedJSON is the 202 answer of POST /api/campaigns, stored in campaign.response
@@ -28,20 +29,6 @@ SELECT request_hash, response FROM campaign WHERE client_id = $1 AND idempotency
 // selectTemplateForCampaign reads the template (NULLs: unknown) and the database clock.
 const selectTemplateForCampaign = `
 SELECT now(), t.category, t.channels, t.content FROM (SELECT 1) AS one LEFT JOIN template t ON t.name = $1`
-
-// insertCampaign writes the campaign; ON CONFLICT makes a concurrent request with the same
-// Idempotency-Key wait for the first and then insert nothing (as insertSQL does).
-const insertCampaign = `
-INSERT INTO campaign (id, client_id, idempotency_key, request_hash, response, name, template,
-                      category, channels, priority, payload, send_at, expires_at, audience_kind,
-                      segment_tags, segment_locale, status, audience)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-ON CONFLICT (client_id, idempotency_key) DO NOTHING`
-
-const insertRecipients = `
-INSERT INTO campaign_recipient (campaign_id, user_id)
-SELECT $1, u FROM unnest($2::bigint[]) AS u
-ON CONFLICT DO NOTHING`
 
 func (a *API) postCampaign(w http.ResponseWriter, r *http.Request) {
 	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
@@ -97,24 +84,14 @@ func (a *API) createCampaign(ctx context.Context, clientID, key string, in *camp
 			status = herald.CampaignExpanding
 		}
 		resp = &campaignAcceptedJSON{ID: id.String(), Status: status}
-		tag, err := tx.Exec(ctx, insertCampaign, campaignRow(id, clientID, key, hash, resp, in)...)
+		inserted, err := campaign.Insert(ctx, tx, campaignRow(id, clientID, key, hash, resp, in))
 		if err != nil {
-			return fmt.Errorf("insert campaign %s: %w", id, err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if !inserted {
 			// A concurrent request with the same key committed first; its answer is ours.
 			resp, replayed, err = replayCampaign(ctx, tx, clientID, key, hash)
 			return err
-		}
-		if in.UserIDs != nil {
-			if _, err := tx.Exec(ctx, insertRecipients, id, in.UserIDs); err != nil {
-				return fmt.Errorf("insert recipients of campaign %s: %w", id, err)
-			}
-		}
-		if in.Start && in.Segment != nil {
-			if _, err := tx.Exec(ctx, countSegmentAudience, id); err != nil {
-				return fmt.Errorf("count audience of campaign %s: %w", id, err)
-			}
 		}
 		a.log.Info("campaign created", zap.String("campaign_id", resp.ID), zap.String("client_id", clientID),
 			zap.String("status", string(status)), zap.Int("user_ids", len(in.UserIDs)))
@@ -173,19 +150,13 @@ func checkCampaignTemplate(ctx context.Context, tx pgx.Tx, in *campaignInput) er
 	return checkRender(content, "", in.Channels, in.Payload)
 }
 
-func campaignRow(id uuid.UUID, clientID, key string, hash []byte, resp *campaignAcceptedJSON, in *campaignInput) []any {
-	kind, tags, locale := "users", []string(nil), (*string)(nil)
+// campaignRow is the campaign row of the request in.
+func campaignRow(id uuid.UUID, clientID, key string, hash []byte, resp *campaignAcceptedJSON, in *campaignInput) campaign.Row {
+	row := campaign.Row{ID: id, ClientID: clientID, IdempotencyKey: key, RequestHash: hash, Response: resp,
+		Name: in.Name, Template: in.Template, Category: in.category, Channels: in.Channels, Priority: in.Priority,
+		Payload: []byte(in.Payload), SendAt: in.SendAt, ExpiresAt: in.ExpiresAt, UserIDs: in.UserIDs, Status: resp.Status}
 	if in.Segment != nil {
-		kind, tags = "segment", in.Segment.Tags
-		if in.Segment.Locale != "" {
-			locale = &in.Segment.Locale
-		}
+		row.SegmentTags, row.SegmentLocale = in.Segment.Tags, in.Segment.Locale
 	}
-	channels := make([]string, len(in.Channels))
-	for i, c := range in.Channels {
-		channels[i] = string(c)
-	}
-	return []any{id, clientID, key, hash, resp, in.Name, in.Template, in.category, channels,
-		string(in.Priority), []byte(in.Payload), in.SendAt, in.ExpiresAt, kind, tags, locale,
-		resp.Status, len(in.UserIDs)}
+	return row
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/campaign"
 )
 
 // requireOneDeliveryPerChannel checks that no user of the campaign has two deliveries on a
@@ -56,7 +58,7 @@ func TestCampaignByList(t *testing.T) {
 	require.Equal(t, "EXPANDING", res.json(t)["status"])
 	require.Equal(t, campaignPath(id), res.header.Get("Location"))
 
-	e.runExpander(ExpanderConfig{})
+	e.runExpander(campaign.ExpanderConfig{})
 	c := e.waitCampaign(id, "ACTIVE", 2*time.Minute)
 	require.EqualValues(t, users+100, c["audience"])
 	require.EqualValues(t, users+100, c["expanded"])
@@ -131,7 +133,7 @@ func TestCampaignBySegment(t *testing.T) {
 	id := res.json(t)["id"].(string)
 	require.EqualValues(t, want, e.campaign(id)["audience"], "the audience is counted at start")
 
-	e.runExpander(ExpanderConfig{})
+	e.runExpander(campaign.ExpanderConfig{})
 	c := e.waitCampaign(id, "ACTIVE", 2*time.Minute)
 	require.EqualValues(t, want, c["audience"])
 	require.EqualValues(t, want, c["expanded"])

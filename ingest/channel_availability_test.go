@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/campaign"
 )
 
 // An installation that delivers EMAIL and PUSH only (no SMS provider): SMS is suppressed
@@ -71,7 +72,7 @@ func TestCampaignCountsUnavailableChannel(t *testing.T) {
 		"audience": map[string]any{"segment": map[string]any{}}})
 	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 	id := res.json(t)["id"].(string)
-	e.runExpander(ExpanderConfig{Channels: []herald.Channel{herald.ChannelEmail}})
+	e.runExpander(campaign.ExpanderConfig{Channels: []herald.Channel{herald.ChannelEmail}})
 	c := e.waitCampaign(id, "ACTIVE", time.Minute)
 	require.Equal(t, map[string]any{"channel_unavailable": float64(users)}, c["suppressed"])
 	require.Equal(t, map[string]int{"EMAIL": users}, requireOneDeliveryPerChannel(t, e, id))

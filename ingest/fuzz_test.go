@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/heraldhq/herald/internal/recipient"
 )
 
 // FuzzDecodeNotification sends arbitrary bodies to POST /api/notifications on a real
@@ -78,7 +80,7 @@ func FuzzDecodeNotification(f *testing.F) {
 			require.Equal(t, d0, d1, "rejected body %q wrote a delivery", body)
 			return
 		}
-		var a acceptedJSON
+		var a recipient.Accepted
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &a))
 		require.Equal(t, n0+1, n1)
 		require.Equal(t, d0+len(a.Deliveries), d1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/partition"
+	"github.com/heraldhq/herald/internal/recipient"
 	"github.com/heraldhq/herald/internal/timeline"
 )
 
@@ -29,9 +30,9 @@ type notificationJSON struct {
 	CreatedAt time.Time       `json:"createdAt"`
 	// TraceID is the W3C trace id of the accepting request: the trace that follows the
 	// notification through relay, dispatch and provider calls. null: none was recorded.
-	TraceID    *string          `json:"traceId"`
-	Deliveries []deliveryJSON   `json:"deliveries"`
-	Suppressed []suppressedJSON `json:"suppressed"`
+	TraceID    *string                `json:"traceId"`
+	Deliveries []deliveryJSON         `json:"deliveries"`
+	Suppressed []recipient.Suppressed `json:"suppressed"`
 }
 
 type deliveryJSON struct {
@@ -134,14 +135,14 @@ func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 	if t := timeline.TraceID(traceparent); t != "" {
 		n.TraceID = &t
 	}
-	var accepted acceptedJSON
+	var accepted recipient.Accepted
 	if err := json.Unmarshal(response, &accepted); err != nil {
 		a.fail(w, r, fmt.Errorf("decode stored answer of notification %s: %w", id, err))
 		return
 	}
 	n.Suppressed = accepted.Suppressed
 	if n.Suppressed == nil {
-		n.Suppressed = []suppressedJSON{}
+		n.Suppressed = []recipient.Suppressed{}
 	}
 	if n.Deliveries == nil {
 		n.Deliveries = []deliveryJSON{}

@@ -8,29 +8,14 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
-	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/recipient"
 )
-
-// acceptedJSON is the 202 answer of POST /api/notifications. It is stored in
-// notification.response and replayed for a repeated Idempotency-Key.
-type acceptedJSON struct {
-	ID         string             `json:"id"`
-	Deliveries []acceptedDelivery `json:"deliveries"`
-	Suppressed []suppressedJSON   `json:"suppressed"`
-}
-
-type acceptedDelivery struct {
-	ID      string         `json:"id"`
-	Channel herald.Channel `json:"channel"`
-	Status  herald.Status  `json:"status"`
-}
 
 const selectByIdempotencyKey = `
 SELECT k.request_hash, n.response FROM idempotency_key k JOIN notification n ON n.id = k.notification_id
@@ -87,7 +72,7 @@ type accepted struct {
 }
 
 // answer encodes resp as the 202 body.
-func answer(resp *acceptedJSON, replayed bool) (accepted, error) {
+func answer(resp *recipient.Accepted, replayed bool) (accepted, error) {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		return accepted{}, fmt.Errorf("encode answer of notification %s: %w", resp.ID, err)
@@ -149,21 +134,19 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if category == "" {
 		category = *ac.templateCategory
 	}
-	d, err := decide(recipientRequest{userID: in.UserID, channels: in.Channels, available: a.available, category: category,
-		priority: in.Priority, sendAt: in.SendAt, to: in.To}, &ac.recipientFacts, ac.now, a.log)
+	d, err := recipient.Decide(recipient.Request{UserID: in.UserID, Channels: in.Channels, Available: a.available,
+		Category: category, Priority: in.Priority, SendAt: in.SendAt, To: in.To.addresses()}, &ac.facts, ac.now, a.log)
 	if err != nil {
 		return accepted{}, err
 	}
-	deliver, suppressed, next := d.deliver, d.suppressed, d.next
-	if err := checkRender(ac.templateContent, ac.locale, deliver, in.Payload); err != nil {
+	if err := checkRender(ac.templateContent, ac.locale, d.Deliver, in.Payload); err != nil {
 		return accepted{}, err
 	}
 
-	res, note, err := newNotificationRows(clientID, key, hash, category, traceparent, in, deliver, suppressed)
+	res, note, err := newNotificationRows(clientID, key, hash, category, traceparent, in, d)
 	if err != nil {
 		return accepted{}, err
 	}
-	note.NextAttemptAt = next
 	inserted, err := delivery.Insert(ctx, a.pool, note)
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
@@ -178,61 +161,48 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		}
 		return replayAnswer(hash, storedHash, storedResp)
 	}
-	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(deliver)))
+	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(d.Deliver)))
 	res.inserted = &note
 	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
-		zap.Int("deliveries", len(deliver)), zap.Int("suppressed", len(suppressed)), zap.Bool("deferred", next != nil))
+		zap.Int("deliveries", len(d.Deliver)), zap.Int("suppressed", len(d.Suppressed)), zap.Bool("deferred", d.Next != nil))
 	return res, nil
 }
 
-// newNotificationRows builds the answer and the rows to insert (delivery.Insert). The answer
-// is encoded once: the same bytes are stored in notification.response and sent as the 202
-// body.
+// newNotificationRows builds the answer and the rows to insert (delivery.Insert) for the
+// decision d (recipient.Decision.Rows: the answer is encoded once, and the same bytes are
+// stored in notification.response and sent as the 202 body).
 func newNotificationRows(clientID, key string, hash []byte, category, traceparent string, in *notificationInput,
-	deliver []herald.Channel, suppressed []suppressedJSON) (accepted, delivery.Notification, error) {
-	nid, err := uuid.NewV7()
-	if err != nil {
-		return accepted{}, delivery.Notification{}, fmt.Errorf("new notification id: %w", err)
-	}
-	resp := &acceptedJSON{ID: nid.String(), Deliveries: make([]acceptedDelivery, 0, len(deliver)), Suppressed: suppressed}
-	rows := make([]delivery.New, len(deliver))
-	for i, c := range deliver {
-		did, err := uuid.NewV7()
-		if err != nil {
-			return accepted{}, delivery.Notification{}, fmt.Errorf("new delivery id: %w", err)
-		}
-		rows[i] = delivery.New{ID: did, Channel: c}
-		resp.Deliveries = append(resp.Deliveries, acceptedDelivery{ID: did.String(), Channel: c, Status: herald.StatusPending})
-	}
-	res, err := answer(resp, false)
+	d recipient.Decision) (accepted, delivery.Notification, error) {
+	rows, err := d.Rows()
 	if err != nil {
 		return accepted{}, delivery.Notification{}, err
 	}
-	var recipient []byte
+	var recipientJSON []byte
 	if in.To != nil {
 		b, err := json.Marshal(in.To)
 		if err != nil {
-			return accepted{}, delivery.Notification{}, fmt.Errorf("encode recipient of notification %s: %w", nid, err)
+			return accepted{}, delivery.Notification{}, fmt.Errorf("encode recipient of notification %s: %w", rows.NotificationID, err)
 		}
-		recipient = b
+		recipientJSON = b
 	}
+	res := accepted{id: rows.NotificationID.String(), body: rows.Answer}
 	return res, delivery.Notification{
-		ID: nid, ClientID: clientID, IdempotencyKey: key, RequestHash: hash, UserID: in.UserID,
-		Template: in.Template, Category: category, Payload: []byte(in.Payload), Recipient: recipient,
+		ID: rows.NotificationID, ClientID: clientID, IdempotencyKey: key, RequestHash: hash, UserID: in.UserID,
+		Template: in.Template, Category: category, Payload: []byte(in.Payload), Recipient: recipientJSON,
 		Priority: in.Priority, Traceparent: traceparent, SendAt: in.SendAt, ExpiresAt: in.ExpiresAt,
-		Response: res.body, Deliveries: rows,
+		Response: rows.Answer, NextAttemptAt: d.Next, Deliveries: rows.Deliveries,
 	}, nil
 }
 
 // replay returns the stored answer when the request hash matches the stored one, and
 // idempotency_key_reused otherwise. The stored answer is re-encoded from its struct, so the
 // replayed body is byte for byte the original.
-func replay(hash, storedHash, storedResp []byte) (*acceptedJSON, error) {
+func replay(hash, storedHash, storedResp []byte) (*recipient.Accepted, error) {
 	if !bytes.Equal(hash, storedHash) {
 		return nil, newAPIError(http.StatusUnprocessableEntity, codeIdempotencyKeyReused,
 			"this Idempotency-Key was already used with a different request body")
 	}
-	var resp acceptedJSON
+	var resp recipient.Accepted
 	if err := json.Unmarshal(storedResp, &resp); err != nil {
 		return nil, fmt.Errorf("decode stored answer: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/partition"
+	"github.com/heraldhq/herald/internal/recipient"
 )
 
 // TestGetNotificationOfAnOldDayReadsOnePartition: GET of a notification made 20 days ago
@@ -32,8 +33,8 @@ func TestGetNotificationOfAnOldDayReadsOnePartition(t *testing.T) {
 	require.NoError(t, err)
 	did, err := deliverytest.IDAt(at)
 	require.NoError(t, err)
-	resp, err := json.Marshal(acceptedJSON{ID: nid.String(), Suppressed: []suppressedJSON{},
-		Deliveries: []acceptedDelivery{{ID: did.String(), Channel: herald.ChannelSMS, Status: herald.StatusPending}}})
+	resp, err := json.Marshal(recipient.Accepted{ID: nid.String(), Suppressed: []recipient.Suppressed{},
+		Deliveries: []recipient.AcceptedDelivery{{ID: did.String(), Channel: herald.ChannelSMS, Status: herald.StatusPending}}})
 	require.NoError(t, err)
 	ok, err := delivery.Insert(ctx, e.pool, delivery.Notification{ID: nid, ClientID: e.clientID, IdempotencyKey: "old",
 		RequestHash: []byte{1}, UserID: 5, Template: "otp", Category: "security", Priority: herald.PriorityLow,

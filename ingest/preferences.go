@@ -11,14 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/recipient"
 )
 
 // preferencesJSON is the body of PUT /api/users/{userId}/preferences and the answer of both
 // methods. A PUT replaces the whole document.
 type preferencesJSON struct {
-	OptOuts    []optOut        `json:"optOuts"`
-	QuietHours *quietHoursJSON `json:"quietHours"`
-	UpdatedAt  *time.Time      `json:"updatedAt,omitempty"`
+	OptOuts    []recipient.OptOut `json:"optOuts"`
+	QuietHours *quietHoursJSON    `json:"quietHours"`
+	UpdatedAt  *time.Time         `json:"updatedAt,omitempty"`
 }
 
 // optOutRequest is one opt-out as sent: channel names are validated before use.
@@ -82,7 +83,7 @@ func (a *API) putPreferences(w http.ResponseWriter, r *http.Request) {
 
 func validatePreferences(req *preferencesRequest) (p *preferencesJSON, start, end pgtype.Time, err error) {
 	var fe fieldErrors
-	p = &preferencesJSON{OptOuts: make([]optOut, 0, len(req.OptOuts)), QuietHours: req.QuietHours}
+	p = &preferencesJSON{OptOuts: make([]recipient.OptOut, 0, len(req.OptOuts)), QuietHours: req.QuietHours}
 	if len(req.OptOuts) > maxOptOuts {
 		fe.add("optOuts", "must hold at most %d entries", maxOptOuts)
 	}
@@ -92,7 +93,7 @@ func validatePreferences(req *preferencesRequest) (p *preferencesJSON, start, en
 		if err != nil {
 			fe.add(f+".channel", "must be one of PUSH, EMAIL, SMS, WEBHOOK")
 		}
-		out := optOut{Channel: c}
+		out := recipient.OptOut{Channel: c}
 		if o.Category != nil {
 			checkCategory(&fe, f+".category", *o.Category)
 			out.Category = *o.Category
@@ -131,7 +132,7 @@ func (a *API) getPreferences(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, fmt.Errorf("read preferences of user %d: %w", userID, err))
 		return
 	}
-	p := preferencesJSON{OptOuts: []optOut{}}
+	p := preferencesJSON{OptOuts: []recipient.OptOut{}}
 	if err := json.Unmarshal(outs, &p.OptOuts); err != nil {
 		a.fail(w, r, fmt.Errorf("decode opt-outs of user %d: %w", userID, err))
 		return

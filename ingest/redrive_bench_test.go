@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/redrive"
@@ -55,7 +56,7 @@ SELECT id, 1, now(), 'TRANSIENT', 'sms:twilio', '503' FROM delivery WHERE status
 	_, err = pool.Exec(ctx, `VACUUM ANALYZE user_contact, delivery, delivery_attempt, notification`)
 	require.NoError(b, err)
 
-	x, err := NewExpander(ExpanderConfig{Rate: -1}, pool, zap.NewNop())
+	x, err := campaign.NewExpander(campaign.ExpanderConfig{Rate: -1}, pool, zap.NewNop())
 	require.NoError(b, err)
 	api, err := New(Config{}, pool, zap.NewNop())
 	require.NoError(b, err)
@@ -71,7 +72,7 @@ SELECT id, 1, now(), 'TRANSIENT', 'sms:twilio', '503' FROM delivery WHERE status
 		_, _, err := api.createCampaign(ctx, client.ID, "bench-"+strconv.Itoa(i), in)
 		require.NoError(b, err)
 		for {
-			worked, _, err := x.expandLot(ctx)
+			worked, _, err := x.ExpandLot(ctx)
 			require.NoError(b, err)
 			if !worked {
 				break

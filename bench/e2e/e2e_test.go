@@ -33,6 +33,7 @@ import (
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
@@ -149,7 +150,7 @@ func startStack(b *testing.B, o options) *stack {
 
 	runs := []func(context.Context) error{relay.Run, d.Run, ctl.Run}
 	if o.expander {
-		x, err := ingest.NewExpander(ingest.ExpanderConfig{Rate: o.campaignRate, Adapt: ctl}, s.pool, log)
+		x, err := campaign.NewExpander(campaign.ExpanderConfig{Rate: o.campaignRate, Adapt: ctl}, s.pool, log)
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}

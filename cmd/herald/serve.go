@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
 	"github.com/heraldhq/herald/internal/redrive"
@@ -44,7 +45,7 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
 	PublishHigh     bool
-	Expander        ingest.ExpanderConfig
+	Expander        campaign.ExpanderConfig
 	Redrive         redrive.Config
 	TemplatesDir    string
 	Topics          topicConfig
@@ -77,7 +78,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.AdmissionHighReserve, "admission-high-reserve", 0, "admission slots only HIGH requests may take; 0: max(1, slots/4)")
 	f.Duration(&c.Ingest.AdmissionWait, "admission-wait", ingest.DefaultAdmissionWait, "how long a NORMAL or LOW POST /api/notifications waits for an admission slot before it is answered 503 overloaded")
 	f.Bool(&c.PublishHigh, "publish-high", ingest.DefaultPublishHigh, "an ingest process publishes each HIGH delivery it accepts to Kafka right after the commit, the relay's record from the WAL being the guarantee; false: the relay's only")
-	f.Int(&c.Expander.Rate, "campaign-rate", ingest.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
+	f.Int(&c.Expander.Rate, "campaign-rate", campaign.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
 	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
 	c.Topics.register(f)
@@ -244,7 +245,7 @@ func runServe(ctx context.Context, args []string) error {
 		runs = append(runs, component{"adaptive limits", ctl.Run})
 	}
 	if c.has("ingest") {
-		x, err := ingest.NewExpander(c.Expander, pool, log)
+		x, err := campaign.NewExpander(c.Expander, pool, log)
 		if err != nil {
 			return err
 		}

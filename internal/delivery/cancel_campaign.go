@@ -37,8 +37,8 @@ func CancelCampaign(ctx context.Context, db DB, campaignID uuid.UUID) (int64, er
 // campaign. alias names the delivery row in the statement.
 //
 // The campaign row is read FOR KEY SHARE, which waits only for a transaction holding it FOR
-// UPDATE: the cancel (ingest's campaign actions lock the row FOR UPDATE, set CANCELLED, then
-// run CancelCampaign in the same transaction). So either this statement runs first and commits
+// UPDATE: the cancel (campaign.Lock locks the row FOR UPDATE, then campaign.Cancel sets
+// CANCELLED and runs CancelCampaign in the same transaction). So either this statement runs first and commits
 // PENDING, and the cancel's CancelCampaign, which starts after the lock is released, sees the
 // row PENDING and cancels it; or it waits for the cancel and reads CANCELLED. The expander's
 // lots lock the row FOR NO KEY UPDATE, which KEY SHARE does not wait for. A notification

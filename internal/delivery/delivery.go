@@ -1,7 +1,7 @@
 // Package delivery is the delivery state machine of herald (docs/architecture.md, "States"): every transition
 // of a delivery row is one function here, with its SQL as a named constant right above it
-// and its compare-and-set condition inside that SQL. ingest, cdc, dispatch and the tests call
-// these functions; no other package writes a delivery's state.
+// and its compare-and-set condition inside that SQL. ingest, internal/campaign, cdc, dispatch,
+// internal/redrive and the tests call these functions; no other package writes a delivery's state.
 //
 //	Insert ──▶ PENDING ──MarkQueued──▶ QUEUED ──Claim──▶ SENDING ──Record──▶ SENT | FAILED | EXPIRED
 //	              ▲  ▲                     │                 │

@@ -100,11 +100,12 @@ type Attempt struct {
 	TokensRemoved int `json:"tokensRemoved,omitempty"`
 }
 
-// The attempt outcomes.
+// The attempt outcomes a timeline shows: the stored outcomes without a provider error
+// (herald.AttemptOutcome), and ERROR for an attempt that ended in an error class.
 const (
-	OutcomeSent    = "SENT"
+	OutcomeSent    = string(herald.AttemptSent)
 	OutcomeError   = "ERROR"
-	OutcomeExpired = "EXPIRED"
+	OutcomeExpired = string(herald.AttemptExpired)
 )
 
 // attemptOutcome splits delivery_attempt.outcome (SENT, EXPIRED or an error class) into an

@@ -1,7 +1,7 @@
 -- +goose Up
 
 -- Campaigns (docs/api.md "Campaigns", docs/architecture.md "Campaign expansion"): one template sent to an audience, expanded by the
--- expander of any ingest process (ingest/campaign_expander.go) in lots of 1,000 users, each lot
+-- expander of any ingest process (internal/campaign/expander.go) in lots of 1,000 users, each lot
 -- one transaction that writes the lot's notifications and deliveries and moves the cursor.
 --
 -- status: DRAFT (recipients may still be added) → EXPANDING (the expander works through the

@@ -3,12 +3,16 @@ package deliverytest
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/recipient"
 )
 
 // unpartitionedSQL writes one notification, its SENT SMS delivery and the attempt that sent
@@ -50,7 +54,11 @@ func InsertUnpartitioned(t testing.TB, pool *pgxpool.Pool, clientID string, time
 			t.Fatal(err)
 		}
 		u := Unpartitioned{NotificationID: nid, DeliveryID: did, IdempotencyKey: "before-" + nid.String()}
-		resp := `{"id":"` + nid.String() + `","deliveries":[{"id":"` + did.String() + `","channel":"SMS","status":"PENDING"}],"suppressed":[]}`
+		resp, err := json.Marshal(recipient.Accepted{ID: nid.String(), Suppressed: []recipient.Suppressed{},
+			Deliveries: []recipient.AcceptedDelivery{{ID: did.String(), Channel: herald.ChannelSMS, Status: herald.StatusPending}}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := pool.Exec(context.Background(), unpartitionedSQL, nid, clientID, u.IdempotencyKey, did, resp, at); err != nil {
 			t.Fatalf("insert notification of %s before the partitions: %v", at, err)
 		}

@@ -1,8 +1,7 @@
-package ingest
+package campaign
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,10 +13,8 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/recipient"
 )
-
-// reasonUnknownUser suppresses every channel of a listed user id the directory does not hold.
-const reasonUnknownUser = "unknown_user"
 
 // pickCampaign takes the EXPANDING campaign nobody is expanding whose last lot is the oldest
 // (every lot sets updated_at), so that campaigns take turns lot by lot: the row lock, held
@@ -28,14 +25,14 @@ const pickCampaign = `
 SELECT id, client_id, request_hash, template, category, channels, priority, payload, send_at,
        expires_at, audience_kind, segment_tags, coalesce(segment_locale, ''), expanded_through,
        suppressed, now()
-FROM campaign WHERE status = 'EXPANDING'
+FROM campaign WHERE status = '` + string(herald.CampaignExpanding) + `'
 ORDER BY updated_at LIMIT 1
 FOR NO KEY UPDATE SKIP LOCKED`
 
 // listLot reads the next lot of a list audience after the cursor ($2), in user id order, with
 // each user's facts; a user id the directory does not hold comes back with known = false.
 const listLot = `
-SELECT r.user_id, c.user_id IS NOT NULL, ` + recipientFactsColumns + `
+SELECT r.user_id, c.user_id IS NOT NULL, ` + recipient.FactsColumns + `
 FROM (SELECT user_id FROM campaign_recipient WHERE campaign_id = $1 AND user_id > $2
       ORDER BY user_id LIMIT $3) AS r
 LEFT JOIN user_contact c ON c.user_id = r.user_id
@@ -46,7 +43,7 @@ ORDER BY r.user_id`
 // tag of $2 (the GIN index on tags serves a selective tag; the primary key order serves the
 // cursor) whose locale is $3 or a variant of it ("de" matches "de-AT"), "" matching all.
 const segmentLot = `
-SELECT c.user_id, true, ` + recipientFactsColumns + `
+SELECT c.user_id, true, ` + recipient.FactsColumns + `
 FROM (SELECT * FROM user_contact
       WHERE user_id > $1 AND tags @> $2::text[]
         AND ($3 = '' OR locale = $3 OR locale LIKE $3 || '-%')
@@ -58,7 +55,7 @@ ORDER BY c.user_id`
 // the expansion (ACTIVE), and a segment's audience becomes the users it visited.
 const advanceCampaign = `
 UPDATE campaign SET expanded = expanded + $2, expanded_through = $3, suppressed = $4,
-       status = CASE WHEN $5 THEN 'ACTIVE' ELSE status END,
+       status = CASE WHEN $5 THEN '` + string(herald.CampaignActive) + `' ELSE status END,
        audience = CASE WHEN $5 AND audience_kind = 'segment' THEN expanded + $2 ELSE audience END,
        updated_at = now()
 WHERE id = $1`
@@ -87,16 +84,16 @@ type lotCampaign struct {
 type lotUser struct {
 	id    int64
 	known bool
-	facts recipientFacts
+	facts recipient.Facts
 }
 
-// expandLot writes the next lot of the EXPANDING campaign that waited longest and that no
-// other expander holds,
-// in one transaction: the lot's users are read after the cursor, each goes through decide (the
-// rules of a single POST), the notifications and deliveries are written by delivery.InsertLot
-// and the cursor and counts move. It returns false when there was no campaign to expand, and
-// the number of deliveries the lot wrote.
-func (x *Expander) expandLot(ctx context.Context) (worked bool, written int, err error) {
+// ExpandLot writes the next lot of the EXPANDING campaign that waited longest and that no
+// other expander holds, in one transaction: the lot's users are read after the cursor, each
+// goes through recipient.Decide (the rules of a single POST), the notifications and
+// deliveries are written by delivery.InsertLot and the cursor and counts move. It returns
+// false when there was no campaign to expand, and the number of deliveries the lot wrote. Run
+// calls it lot after lot; a test may call it to write one lot.
+func (x *Expander) ExpandLot(ctx context.Context) (worked bool, written int, err error) {
 	err = pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
 		// The lot's rows and the cursor commit together, so a commit lost in a crash takes
 		// the cursor with it and the next expander writes the lot again: the lot need not
@@ -158,7 +155,7 @@ func (x *Expander) readLot(ctx context.Context, tx pgx.Tx, c *lotCampaign) ([]lo
 	users := make([]lotUser, 0, x.cfg.LotSize)
 	for rows.Next() {
 		var u lotUser
-		if err := rows.Scan(append([]any{&u.id, &u.known}, u.facts.dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&u.id, &u.known}, u.facts.Dest()...)...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read lot of campaign %s after user %d: %w", c.id, c.expandedThrough, err)
 		}
@@ -185,18 +182,18 @@ func (x *Expander) buildLot(c *lotCampaign, users []lotUser) (delivery.Lot, erro
 	for i := range users {
 		u := &users[i]
 		if !u.known {
-			c.suppressed[reasonUnknownUser] += int64(len(c.channels))
+			c.suppressed[recipient.ReasonUnknownUser] += int64(len(c.channels))
 			continue
 		}
-		d, err := decide(recipientRequest{userID: u.id, channels: c.channels, available: x.available, category: c.category,
-			priority: c.priority, sendAt: c.sendAt}, &u.facts, c.now, x.log)
+		d, err := recipient.Decide(recipient.Request{UserID: u.id, Channels: c.channels, Available: x.available,
+			Category: c.category, Priority: c.priority, SendAt: c.sendAt}, &u.facts, c.now, x.log)
 		if err != nil {
 			return delivery.Lot{}, fmt.Errorf("campaign %s: %w", c.id, err)
 		}
-		for _, s := range d.suppressed {
+		for _, s := range d.Suppressed {
 			c.suppressed[s.Reason]++
 		}
-		if len(d.deliver) == 0 {
+		if len(d.Deliver) == 0 {
 			continue
 		}
 		lu, err := lotUserRows(u.id, prefix, d)
@@ -208,30 +205,17 @@ func (x *Expander) buildLot(c *lotCampaign, users []lotUser) (delivery.Lot, erro
 	return lot, nil
 }
 
-// lotUserRows builds one user's notification: ids, the derived idempotency key (the "·"
-// cannot occur in a client's key, which is printable ASCII, so the two never collide) and the
-// answer GET /api/notifications/{id} shows.
-func lotUserRows(userID int64, keyPrefix string, d decision) (delivery.LotUser, error) {
-	nid, err := uuid.NewV7()
+// lotUserRows builds one user's notification: ids and the answer GET
+// /api/notifications/{id} shows (recipient.Decision.Rows), and the derived idempotency key
+// (the "·" cannot occur in a client's key, which is printable ASCII, so the two never
+// collide).
+func lotUserRows(userID int64, keyPrefix string, d recipient.Decision) (delivery.LotUser, error) {
+	rows, err := d.Rows()
 	if err != nil {
-		return delivery.LotUser{}, fmt.Errorf("new notification id: %w", err)
-	}
-	resp := acceptedJSON{ID: nid.String(), Deliveries: make([]acceptedDelivery, len(d.deliver)), Suppressed: d.suppressed}
-	rows := make([]delivery.New, len(d.deliver))
-	for i, ch := range d.deliver {
-		did, err := uuid.NewV7()
-		if err != nil {
-			return delivery.LotUser{}, fmt.Errorf("new delivery id: %w", err)
-		}
-		rows[i] = delivery.New{ID: did, Channel: ch}
-		resp.Deliveries[i] = acceptedDelivery{ID: did.String(), Channel: ch, Status: herald.StatusPending}
-	}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		return delivery.LotUser{}, fmt.Errorf("encode answer of notification %s: %w", nid, err)
+		return delivery.LotUser{}, err
 	}
 	return delivery.LotUser{
-		NotificationID: nid, IdempotencyKey: keyPrefix + strconv.FormatInt(userID, 10), UserID: userID,
-		Response: b, NextAttemptAt: d.next, Deliveries: rows,
+		NotificationID: rows.NotificationID, IdempotencyKey: keyPrefix + strconv.FormatInt(userID, 10), UserID: userID,
+		Response: rows.Answer, NextAttemptAt: d.Next, Deliveries: rows.Deliveries,
 	}, nil
 }

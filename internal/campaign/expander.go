@@ -1,4 +1,9 @@
-package ingest
+// Package campaign expands campaigns: the expander worker turns an EXPANDING campaign into
+// notifications and deliveries, one lot of users per transaction, paced to leave CPU and WAL
+// bandwidth to HIGH notifications, and ends ACTIVE campaigns DONE once their deliveries are
+// all final. Every user of a lot goes through the rules of a single POST
+// (internal/recipient.Decide). The HTTP API over campaigns is ingest's.
+package campaign
 
 import (
 	"cmp"
@@ -12,6 +17,8 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/adapt"
+	"github.com/heraldhq/herald/internal/pace"
+	"github.com/heraldhq/herald/internal/recipient"
 	"github.com/heraldhq/herald/internal/sleep"
 )
 
@@ -25,15 +32,16 @@ type ExpanderConfig struct {
 	// Rate paces the expansion: at most this many deliveries per second written by this
 	// process, over every campaign it expands (a lot of n deliveries is followed by a pause
 	// that brings the average down to Rate). It leaves CPU and WAL bandwidth to HIGH
-	// notifications while a campaign expands; see docs/architecture.md "Campaigns". Default
-	// DefaultRate; negative: unpaced.
+	// notifications while a campaign expands; see docs/architecture.md "Campaign expansion".
+	// Default DefaultRate; negative: unpaced.
 	Rate int
 	// DoneInterval is how often the expander looks for ACTIVE campaigns whose deliveries are
 	// all final, to end them DONE (markDoneCampaigns); every campaign is looked at no more
 	// often than this by all expanders together. Default 10 s.
 	DoneInterval time.Duration
-	// Channels are the channels the installation delivers, as Config.Channels: a user's
-	// other channels are suppressed (and counted) channel_unavailable. Default: every channel.
+	// Channels are the channels the installation delivers (those with a provider), as for a
+	// single POST: a user's other channels are suppressed (and counted) channel_unavailable.
+	// Default: every channel.
 	Channels []herald.Channel
 	// Adapt, when set, makes Rate the ceiling of an adaptive rate that gives way to HIGH
 	// (its latency and the relay's lag; docs/dispatch.md "Adaptive limits"). Nil, or an
@@ -72,7 +80,7 @@ func (c *ExpanderConfig) validate() error {
 }
 
 // Expander turns EXPANDING campaigns into notifications and deliveries, one lot of users per
-// transaction (expandLot). Every ingest process runs one; they coordinate through the
+// transaction (ExpandLot). Every ingest process runs one; they coordinate through the
 // campaign row alone: a lot holds the row's lock (FOR NO KEY UPDATE SKIP LOCKED), so one lot of a
 // campaign is written at a time and another process expands another campaign meanwhile. The
 // cursor expanded_through moves in the lot's transaction, so a crash loses at most the lot
@@ -81,7 +89,7 @@ func (c *ExpanderConfig) validate() error {
 // never writes.
 type Expander struct {
 	cfg       ExpanderConfig
-	available channelSet
+	available recipient.ChannelSet
 	pool      *pgxpool.Pool
 	log       *zap.Logger
 	rate      *adapt.Limiter // Rate, adapted; nil when unpaced
@@ -100,7 +108,7 @@ func NewExpander(cfg ExpanderConfig, pool *pgxpool.Pool, log *zap.Logger) (*Expa
 	if log == nil {
 		log = zap.NewNop()
 	}
-	x := &Expander{cfg: cfg, available: newChannelSet(cfg.Channels), pool: pool,
+	x := &Expander{cfg: cfg, available: recipient.NewChannelSet(cfg.Channels), pool: pool,
 		log: log.With(zap.String("component", "expander"))}
 	if cfg.Rate > 0 {
 		x.rate = cfg.Adapt.Limiter("expander", cfg.Rate)
@@ -121,7 +129,7 @@ func (x *Expander) pace() int {
 // finished campaigns DONE every DoneInterval. A failed lot is logged and tried again after a
 // pause.
 func (x *Expander) Run(ctx context.Context) error {
-	var pace pacer
+	var pace pace.Pacer // spaces the lots to the rate, as the re-drive executor's
 	var wait time.Duration
 	for sleep.For(ctx, wait) == nil {
 		started := time.Now()
@@ -130,7 +138,7 @@ func (x *Expander) Run(ctx context.Context) error {
 				x.log.Error("campaign done check failed", zap.Error(err))
 			}
 		}
-		worked, written, err := x.expandLot(ctx)
+		worked, written, err := x.ExpandLot(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil

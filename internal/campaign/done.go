@@ -1,4 +1,4 @@
-package ingest
+package campaign
 
 import (
 	"context"
@@ -22,14 +22,14 @@ import (
 const markDoneCampaigns = `
 WITH due AS (
   SELECT id FROM campaign
-  WHERE status = 'ACTIVE' AND updated_at <= now() - $1::float8 * interval '1 second'
+  WHERE status = '` + string(herald.CampaignActive) + `' AND updated_at <= now() - $1::float8 * interval '1 second'
   ORDER BY updated_at LIMIT $2
   FOR NO KEY UPDATE SKIP LOCKED)
 UPDATE campaign AS c
 SET status = CASE WHEN EXISTS (
                     SELECT 1 FROM notification n JOIN delivery d ON d.notification_id = n.id
                     WHERE n.campaign_id = c.id AND d.status IN ('PENDING', 'QUEUED', 'SENDING'))
-                  THEN c.status ELSE 'DONE' END,
+                  THEN c.status ELSE '` + string(herald.CampaignDone) + `' END,
     updated_at = now()
 FROM due WHERE c.id = due.id
 RETURNING c.id, c.status`
