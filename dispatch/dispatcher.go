@@ -113,6 +113,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return fmt.Errorf("dispatch metrics: %w", err)
 	}
 	defer stopObserving()
+	d.limiter.prime(ctx)
 	d.log.Info("dispatch running")
 	var wg sync.WaitGroup
 	var cancelled atomic.Int64

@@ -23,22 +23,30 @@ const dbWriteTimeout = 10 * time.Second
 // finish records the outcome of a claimed attempt's send result and drops the push tokens
 // the provider reported invalid.
 func (l *lane) finish(w *work, provider string, res senders.Result, sendErr error) error {
+	o, _ := l.outcome(w, provider, res, sendErr)
+	return l.endAttempt(w, o, res.InvalidTokens)
+}
+
+// endAttempt records the attempt's outcome o and drops the push tokens the provider reported
+// invalid.
+func (l *lane) endAttempt(w *work, o delivery.Outcome, invalidTokens []string) error {
 	// The outcome first: the row leaves SENDING as soon as possible (see Config.SendingHold).
-	err := l.record(w, l.outcome(w, provider, res, sendErr))
-	if len(res.InvalidTokens) > 0 {
-		l.dropTokens(w, res.InvalidTokens)
+	err := l.record(w, o)
+	if len(invalidTokens) > 0 {
+		l.dropTokens(w, invalidTokens)
 	}
 	return err
 }
 
 // outcome turns a send result into the attempt's outcome and the delivery's next state: SENT;
 // a retry (PENDING after the policy's delay) while attempts are left and the error is
-// transient, or ambiguous where the lane retries those; FAILED otherwise.
-func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr error) delivery.Outcome {
-	o := delivery.Outcome{Status: herald.StatusSent, AttemptClass: herald.AttemptSent, Provider: cmp.Or(res.Provider, provider),
+// transient, or ambiguous where the lane retries those; FAILED otherwise. atOnce: the retry
+// goes to another account without waiting (RoutedSender.RetryAtOnce).
+func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr error) (o delivery.Outcome, atOnce bool) {
+	o = delivery.Outcome{Status: herald.StatusSent, AttemptClass: herald.AttemptSent, Provider: cmp.Or(res.Provider, provider),
 		ProviderID: res.ProviderMessageID, ProviderCode: res.Code, TokensRemoved: len(res.InvalidTokens)}
 	if sendErr == nil {
-		return o
+		return o, false
 	}
 	class, se := senders.Classify(sendErr)
 	var retryAfter time.Duration
@@ -51,13 +59,40 @@ func (l *lane) outcome(w *work, provider string, res senders.Result, sendErr err
 	if used < policy.MaxAttempts && (class == senders.Transient || class == senders.Ambiguous && *l.cfg.RetryAmbiguous) {
 		// The backoff restarts at its base after a re-drive.
 		o.Status, o.RetryIn = herald.StatusPending, l.retryDelay(w.r, policy, used, retryAfter)
-		if l.retryAtOnce(w.r, w.claimed.Attempt, o.Provider, string(o.AttemptClass)) {
+		if atOnce = l.retryAtOnce(w.r, w.claimed.Attempt, o.Provider, string(o.AttemptClass)); atOnce {
 			o.RetryIn = l.retryDelay(w.r, RetryPolicy{}, used, 0) // another account, now (quiet hours apart)
 		}
 	} else {
 		o.Status = herald.StatusFailed
 	}
-	return o
+	return o, atOnce
+}
+
+// retryHere ends attempt n of w, which failed with an outcome o that the channel's routing
+// retries at once on another account, and makes attempt n+1 in this worker: delivery.RetryNow
+// logs attempt n (its account, class and error) and claims n+1 in one conditional write, the
+// router picks n+1's account as it would for the retry's own record, and the call goes
+// through that account's rate limit. The retry so takes no trip through the outcome's
+// commit, the WAL, the relay and Kafka. Where RetryNow cannot be written (the database
+// failed), o is recorded the ordinary way, and the retry goes that way too.
+func (l *lane) retryHere(w *work, o delivery.Outcome) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), dbWriteTimeout)
+	next, ok, err := delivery.RetryNow(ctx, l.d.pool, delivery.Recording{ID: w.r.ID, Attempt: w.claimed.Attempt,
+		StartedAt: w.claimed.StartedAt, Outcome: o})
+	cancel()
+	switch {
+	case err != nil:
+		l.log.Warn("retry on another account at once", tracelog.Delivery(w.ctx, w.r.ID), zap.Int("attempt", w.claimed.Attempt), zap.Error(err))
+		return l.record(w, o)
+	case !ok:
+		l.log.Warn("outcome not recorded: the row moved on (reaped?)", tracelog.Delivery(w.ctx, w.r.ID),
+			zap.Int("attempt", w.claimed.Attempt), zap.String("outcome", string(o.AttemptClass)))
+		return nil
+	}
+	l.ended(w.ctx, w.r, o.AttemptClass, herald.StatusSending, o.Provider)
+	w.route = l.moveAccount(w.ctx, w.r, next.Attempt, o.Provider, string(o.AttemptClass))
+	w.claimed, w.m.Attempt = next, next.Attempt
+	return l.call(w, false)
 }
 
 // attemptOutcome is the attempt outcome of a failed send of class c.

@@ -69,6 +69,15 @@ local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 
 return {0, tonumber(oldest[2]) + span - now + 1}
 `)
 
+// primeScript creates a provider's guard, one window ahead, when it is missing, as rateScript
+// does at first use. KEYS[1] the guard; ARGV[1] the window, µs. Returns 1 when it created it.
+var primeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('SET', KEYS[1], string.format('%.0f', now + tonumber(ARGV[1])))
+return 1`)
+
 // rateLimiter decides whether a provider call may start now. While Redis is unreachable it
 // falls back to a per-process sliding log with limit/processes, after a cool-down of one
 // window so that calls admitted through Redis just before the outage have left the window.
@@ -136,6 +145,27 @@ func (l *rateLimiter) keepWindows(limit int) int {
 		k = max(k, w)
 	}
 	return k
+}
+
+// prime creates the guard of every provider with a limit that has none yet, as its first call
+// would (rateScript), so that the window the guard holds back passes while the process starts
+// instead of in front of that first call. It matters for an account that is first called long
+// after the start: a standby (dispatch/route) on the primary's first outage would otherwise
+// hold the first retries moved to it for a whole window. The guarantee is the same as at first
+// use: nothing is admitted for one window after the guard is made. Redis unreachable: the
+// guard is made at first use, as before.
+func (l *rateLimiter) prime(ctx context.Context) {
+	if !l.health.usable(time.Now()) {
+		return
+	}
+	for provider := range l.limits {
+		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		err := primeScript.Run(cctx, l.rdb, []string{l.prefix + "rl:{" + provider + "}:guard"}, l.window.Microseconds()).Err()
+		cancel()
+		if l.health.observe(ctx, err, time.Now()) {
+			return
+		}
+	}
 }
 
 // allow takes one call of priority p to provider from the budget, or says how long to wait.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -184,4 +185,28 @@ func TestRateLimiterRedisCrashAndRestart(t *testing.T) {
 	require.Positive(t, highDegraded, "HIGH keeps flowing while Redis is down")
 	require.Positive(t, after, "decisions go back to Redis once it returns")
 	t.Logf("admissions %d, HIGH in degraded mode %d, after recovery %d", len(as), highDegraded, after)
+}
+
+// An account's guard is made when the dispatcher starts (prime), not at the account's first
+// call: a standby first called a while after the start is admitted at once, where without
+// the guard made ahead its first call would wait a whole window. A second prime leaves the
+// guard as it is.
+func TestPrimedLimiterAdmitsALateFirstCallAtOnce(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := stacktest.Redis(t)
+	l := newTestLimiter(t, rdb, prefix, 10, 1)
+	ctx := context.Background()
+	l.prime(ctx)
+	guard := prefix + "rl:{sms:test}:guard"
+	heraldtest.WaitFor(t, 10*time.Second, "the guard's window over, by Redis's clock", func() bool {
+		until, err := rdb.Get(ctx, guard).Int64()
+		require.NoError(t, err, "prime made the guard")
+		now, err := rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		return now.UnixMicro() > until
+	})
+	l.prime(ctx)
+	d, err := l.allow(ctx, "sms:test", herald.PriorityHigh)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the first call waited %v for a guard made at first use", d.Wait)
 }

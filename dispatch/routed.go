@@ -60,6 +60,15 @@ func (l *lane) retryAtOnce(r *row, att int, account, class string) bool {
 		Attempt: att + 1, LastAccount: account, LastOutcome: class})
 }
 
+// moveAccount is the route of attempt att of r, the retry at once of the attempt before it,
+// which failed on account with outcome class (retryHere): the account the channel's
+// RoutedSender picks for that retry.
+func (l *lane) moveAccount(ctx context.Context, r *row, att int, account, class string) route {
+	s := l.d.senders[r.Channel].(RoutedSender).Route(ctx, RouteAttempt{DeliveryID: r.ID, Channel: r.Channel,
+		Priority: r.Priority, Attempt: att, LastAccount: account, LastOutcome: class})
+	return route{sender: s, account: s.Provider()}
+}
+
 // measuredRouted is measured for a RoutedSender: every account it routes to is measured as
 // itself.
 type measuredRouted struct {

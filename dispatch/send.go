@@ -34,13 +34,25 @@ func (l *lane) send(w *work) error {
 	if f, ok := w.route.sender.(FanOutSender); ok {
 		return l.sendEach(w, f) // one slot per provider call
 	}
+	return l.call(w, true)
+}
+
+// call makes the claimed attempt's provider call through w.route once the rate limiter
+// admits it, and ends the attempt. mayMove: a failure that the channel's routing retries at
+// once on another account is retried here, in this worker (retryHere); the retry's own
+// failure takes the ordinary way back to PENDING, so one claim makes at most two calls.
+func (l *lane) call(w *work, mayMove bool) error {
 	sendCtx, cancel, err := l.admitCall(w)
 	if sendCtx == nil {
 		return err // deferred, or expired while waiting
 	}
-	defer cancel()
 	res, sendErr := w.route.sender.Send(sendCtx, w.m)
-	return l.finish(w, w.route.account, res, sendErr)
+	cancel()
+	o, atOnce := l.outcome(w, w.route.account, res, sendErr)
+	if mayMove && atOnce && !w.r.expiredNow() {
+		return l.retryHere(w, o)
+	}
+	return l.endAttempt(w, o, res.InvalidTokens)
 }
 
 // admitCall waits until the rate limiter admits the attempt's call and returns the call's

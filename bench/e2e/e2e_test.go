@@ -155,7 +155,7 @@ func startStack(b *testing.B, o options) *stack {
 		runs = append(runs, x.Run)
 	}
 	if o.redrive {
-		x, err := redrive.New(redrive.Config{Rate: o.redriveRate}, s.pool, log)
+		x, err := redrive.New(redrive.Config{Rate: o.redriveRate, Adapt: ctl}, s.pool, log)
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}

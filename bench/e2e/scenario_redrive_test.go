@@ -17,10 +17,13 @@ import (
 
 // BenchmarkScenarioHighDuringRedrive is the suite's high-during-redrive scenario: an operator
 // re-drives a large set of FAILED LOW deliveries (POST /api/redrives, executed in lots by the
-// in-process executor at herald's default --redrive-rate) while HIGH OTPs arrive open loop;
-// it measures HIGH from the time each POST was due to its provider call while the re-drive
-// re-arms its lots and while the re-armed deliveries drain at the SMS provider's limit, the
-// re-drive's rate (deliveries re-armed per second) and LOW's calls per second.
+// in-process executor at herald's default --redrive-rate, adaptive as in herald serve) while
+// HIGH OTPs arrive open loop; it measures HIGH from the time each POST was due to its provider
+// call while the re-drive re-arms its lots and while the re-armed deliveries drain at the SMS
+// provider's limit, the re-drive's rate (deliveries re-armed per second) and LOW's calls per
+// second. Then, in the same run and under the same HIGH load, a LOW campaign of as many users
+// expands (the in-process expander at herald's default --campaign-rate, adaptive too): its
+// rate is the one the re-drive's is compared with, and HIGH is measured during it as well.
 //
 //	go test -run '^$' -bench ScenarioHighDuringRedrive -benchtime 1x -timeout 30m ./bench/e2e
 func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
@@ -42,11 +45,12 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 		"limit %d/s; HIGH SMS OTPs open loop at %.0f/s through the re-drive and the first %s of the drain",
 		n, map[bool]string{true: "herald's default (--redrive-rate)", false: strconv.Itoa(pace) + " deliveries/s"}[pace == 0],
 		limit, highRate, drain)
-	s := startStack(b, options{limit: limit, poolConns: 32, redrive: true, redriveRate: pace,
+	s := startStack(b, options{limit: limit, poolConns: 32, redrive: true, redriveRate: pace, expander: true,
 		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	s.insertFailed(b, n)
+	s.addUsers(b, n)
 	loadBefore := loadAverage()
 
 	hc := watchHigh(ctx, b, s)
@@ -56,37 +60,20 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 	start := time.Now()
 	id, err := s.startRedrive()
 	heraldtest.Must(b, err)
-	var doneAt atomic.Pointer[time.Time]
-	var redriven atomic.Int64
+	var doneAt, expStart, expDone atomic.Pointer[time.Time]
+	var redriven, expanded atomic.Int64
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		for ctx.Err() == nil {
-			var status string
-			var armed int64
-			if err := s.pool.QueryRow(ctx, `SELECT status, redriven FROM redrive WHERE id = $1`, id).Scan(&status, &armed); err != nil {
-				if ctx.Err() == nil {
-					b.Errorf("re-drive state: %v", err)
-				}
-				return
-			}
-			redriven.Store(armed)
-			if status == "DONE" && doneAt.Load() == nil {
-				now := time.Now()
-				doneAt.Store(&now)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		watchRedrive(ctx, b, s, id, drain, &redriven, &expanded, &doneAt, &expStart, &expDone)
 	}()
 	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
-		return fmt.Sprintf("re-armed %d of %d; HIGH sent %d; LOW sent %d", redriven.Load(), n, hc.high.Load(), hc.low.Load())
+		return fmt.Sprintf("re-armed %d of %d; expanded %d of %d; HIGH sent %d; LOW sent %d", redriven.Load(), n,
+			expanded.Load(), n, hc.high.Load(), hc.low.Load())
 	})
 	deadline := start.Add(15 * time.Minute)
 	posted := openLoop(ctx, start, highRate, func(at time.Time) bool {
-		if d := doneAt.Load(); d != nil && !at.Before(d.Add(drain)) {
-			return true
-		}
-		return at.After(deadline)
+		return expDone.Load() != nil || at.After(deadline)
 	}, func(i int, at time.Time) {
 		id, why := s.postNotification(ctx, fmt.Sprintf("high-%d", i), herald.PriorityHigh, nil)
 		if why != "" {
@@ -95,8 +82,8 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 		}
 		hc.posted(id, at)
 	})
-	if doneAt.Load() == nil {
-		b.Fatalf("re-drive of %d still running after %s", n, time.Since(start).Round(time.Second))
+	if expDone.Load() == nil {
+		b.Fatalf("re-drive of %d and campaign of %d users not both done after %s", n, n, time.Since(start).Round(time.Second))
 	}
 	heraldtest.WaitFor(b, 2*time.Minute, "every HIGH sent", hc.allCalled)
 	b.StopTimer()
@@ -108,15 +95,21 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 		loadBefore, loadAverage())
 
 	took := end.Sub(start)
-	r.Add(result.Figure{Group: "re-drive", Name: "re-drive", Value: float64(redriven.Load()) / took.Seconds(), Unit: "deliveries/s", Better: "higher"})
+	expFrom, expTo := *expStart.Load(), *expDone.Load()
+	expRate := float64(expanded.Load()) / expTo.Sub(expFrom).Seconds()
+	r.Add(result.Figure{Group: "re-drive", Name: "re-drive", Value: float64(redriven.Load()) / took.Seconds(), Unit: "deliveries/s",
+		Better: "higher", Target: fmt.Sprintf("≥ %.0f (the expander's, same run)", expRate)})
 	r.Add(result.Figure{Group: "re-drive", Name: "re-drive time", Value: took.Seconds(), Unit: "s", Better: "lower"})
+	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: expRate, Unit: "deliveries/s", Better: "higher"})
+	b.ReportMetric(float64(redriven.Load())/took.Seconds(), "redriven/s")
+	b.ReportMetric(expRate, "expanded/s")
 	calls := s.sender.Calls()
 	cdf := result.Chart{File: "high-latency-cdf", Title: "HIGH due → provider call, per phase", Kind: "cdf",
 		XLabel: "latency (ms)", YLabel: "fraction of HIGH notifications", LogX: true}
 	for _, ph := range []struct {
 		name     string
 		from, to time.Time
-	}{{"re-drive", start, end}, {"drain", end, end.Add(drain)}} {
+	}{{"re-drive", start, end}, {"drain", end, end.Add(drain)}, {"expansion", expFrom, expTo}} {
 		h := result.NewLatency()
 		hc.latencies(h, ph.from, ph.to)
 		low := 0
@@ -134,12 +127,62 @@ func BenchmarkScenarioHighDuringRedrive(b *testing.B) {
 			float64(h.Max())/1000, low)
 	}
 	r.Chart(cdf)
-	b.Logf("re-drive: %d deliveries re-armed in %s (%.0f/s)", redriven.Load(), took.Round(time.Millisecond),
-		float64(redriven.Load())/took.Seconds())
+	b.Logf("re-drive: %d deliveries re-armed in %s (%.0f/s); campaign: %d deliveries expanded in %s (%.0f/s)",
+		redriven.Load(), took.Round(time.Millisecond), float64(redriven.Load())/took.Seconds(),
+		expanded.Load(), expTo.Sub(expFrom).Round(time.Millisecond), expRate)
 	r.Add(result.Figure{Name: "HIGH POSTs refused", Value: float64(refused.Load()), Unit: "count", Better: "lower", Target: "= 0"})
 	r.Note("HIGH latency counts from the time each POST was due (open loop, %d POSTs, %d refused) to the provider's call; "+
 		"the drain is measured for a fixed %s after the re-drive's last lot, not to completion.", posted, refused.Load(), drain)
 	heraldtest.Must(b, r.Write())
+}
+
+// watchRedrive follows re-drive id until it is DONE (doneAt), lets its deliveries drain for
+// drain, then starts a LOW campaign by segment (every user addUsers wrote) and follows it until
+// it is expanded (expStart, expDone), keeping the counts in redriven and expanded. It returns
+// when the campaign is done or ctx ends.
+func watchRedrive(ctx context.Context, b *testing.B, s *stack, id string, drain time.Duration,
+	redriven, expanded *atomic.Int64, doneAt, expStart, expDone *atomic.Pointer[time.Time]) {
+	campaign := ""
+	fail := func(what string, err error) {
+		if ctx.Err() == nil {
+			b.Errorf("%s: %v", what, err)
+		}
+	}
+	for ; ctx.Err() == nil; time.Sleep(50 * time.Millisecond) { // a poll of the rows' state, not a wait for a race
+		now := time.Now()
+		if campaign != "" {
+			status, n, err := s.campaignState(ctx, campaign)
+			if err != nil {
+				fail("campaign state", err)
+				return
+			}
+			expanded.Store(n)
+			if status != "EXPANDING" {
+				expDone.Store(&now)
+				return
+			}
+			continue
+		}
+		var status string
+		var armed int64
+		if err := s.pool.QueryRow(ctx, `SELECT status, redriven FROM redrive WHERE id = $1`, id).Scan(&status, &armed); err != nil {
+			fail("re-drive state", err)
+			return
+		}
+		redriven.Store(armed)
+		if status == "DONE" && doneAt.Load() == nil {
+			doneAt.Store(&now)
+		}
+		if d := doneAt.Load(); d != nil && now.Sub(*d) >= drain {
+			c, err := s.startCampaign("after-redrive", herald.PriorityLow)
+			if err != nil {
+				fail("start campaign", err)
+				return
+			}
+			campaign, now = c, time.Now()
+			expStart.Store(&now)
+		}
+	}
 }
 
 // insertFailed writes n FAILED LOW SMS deliveries, each with the TRANSIENT attempt that

@@ -18,8 +18,10 @@ import (
 
 // A total outage of the primary (every call 503) while HIGH OTPs arrive: each HIGH delivery
 // that met the primary is retried on the standby at once, without the retry policy's backoff
-// (which is minutes here), and once the primary has given up its share, HIGH goes to the
-// standby first.
+// (which is minutes here), by the worker whose call failed (no record of the retry's attempt
+// was published: it never went back through PENDING, the relay and Kafka), with the attempt
+// numbers going on and the attempt log naming both accounts; and once the primary has given
+// up its share, HIGH goes to the standby first.
 func TestFailoverHighDuringTotalOutage(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -41,19 +43,27 @@ func TestFailoverHighDuringTotalOutage(t *testing.T) {
 	calls := standby.Calls()
 	require.NotEmpty(t, calls)
 	t.Logf("outage start → first HIGH call on the standby: %v", calls[0].At.Sub(began))
+	published := s.recordAttempts(herald.PriorityHigh)
+	movedHere := 0
 	for _, id := range first {
 		as := s.attempts(id)
 		last := as[len(as)-1]
 		require.Equal(t, "SENT", last.Outcome, id)
 		require.Equal(t, "sms:vonage", last.Provider, "the standby sent it")
 		require.Equal(t, 1, standby.CallCount(id), "once")
-		for _, a := range as[:len(as)-1] {
+		for i, a := range as[:len(as)-1] {
+			require.Equal(t, i+1, a.N, "attempt numbers go on")
 			require.Equal(t, "TRANSIENT", a.Outcome)
 			require.Equal(t, "sms:twilio", a.Provider, "every failed attempt names the primary")
 			require.NotNil(t, a.NextAt)
 			require.Less(t, a.NextAt.Sub(a.Finished), 100*time.Millisecond, "retried at once, not after the backoff")
 		}
+		if len(as) == 2 {
+			movedHere++
+			require.Equal(t, []int{1}, published[id], "%s: the retry on the standby was made by the worker whose call failed", id)
+		}
 	}
+	require.Positive(t, movedHere, "some HIGH deliveries met the primary first")
 	lv, err := r.st.levels(context.Background(), r.Sender(herald.ChannelSMS).keys)
 	require.NoError(t, err)
 	require.Greater(t, lv[0], 0, "the primary gave up at least one step")
@@ -86,15 +96,33 @@ func firstAmbiguous(_ context.Context, _ *senders.Message, call int) (senders.Re
 	return senders.Result{}, nil
 }
 
-// An ambiguous outcome: NORMAL and LOW retry on the account that may have sent the message
-// (LOW here retries ambiguous outcomes, so that there is a retry to route); HIGH moves to
-// the other account, since a second OTP costs less than none.
+// An ambiguous outcome: NORMAL and LOW retry on the account that may have sent the message,
+// the ordinary way (back to PENDING, a record of the retry's attempt; LOW here retries
+// ambiguous outcomes, so that there is a retry to route); HIGH moves to the other account,
+// since a second OTP costs less than none, at once in the worker whose call timed out.
 func TestAmbiguousStaysOnItsAccount(t *testing.T) {
 	t.Parallel()
+	testAmbiguous(t, fast(), map[herald.Priority]string{herald.PriorityHigh: "sms:vonage",
+		herald.PriorityNormal: "sms:twilio", herald.PriorityLow: "sms:twilio"})
+}
+
+// A priority whose policy forbids moving an ambiguous outcome keeps it on its account, HIGH
+// included: the retry is not made at once on another account.
+func TestAmbiguousHighPinnedByItsPolicy(t *testing.T) {
+	t.Parallel()
+	cfg := fast()
+	cfg.FailoverAmbiguous = map[herald.Priority]bool{herald.PriorityHigh: false}
+	testAmbiguous(t, cfg, map[herald.Priority]string{herald.PriorityHigh: "sms:twilio",
+		herald.PriorityNormal: "sms:twilio", herald.PriorityLow: "sms:twilio"})
+}
+
+// testAmbiguous sends 5 deliveries of each priority whose first call is ambiguous and checks
+// each retry's account against want: a retry that stays on its account goes back through
+// PENDING (a record of attempt 2 is published), one that moves is made at once in the worker.
+func testAmbiguous(t *testing.T, cfg Config, want map[herald.Priority]string) {
 	s := newStack(t)
 	primary := &dispatch.MemorySender{ProviderName: "sms:twilio", Behave: firstAmbiguous}
 	standby := &dispatch.MemorySender{ProviderName: "sms:vonage"}
-	cfg := fast()
 	cfg.MinFailures = 1000 // one ambiguous outcome per delivery must not move the shares here
 	r := s.route(cfg, primary, standby)
 	dcfg := s.dispatchConfig(nil)
@@ -112,8 +140,8 @@ func TestAmbiguousStaysOnItsAccount(t *testing.T) {
 		all = append(all, ids[p]...)
 	}
 	s.waitSent(60*time.Second, all)
-	want := map[herald.Priority]string{herald.PriorityHigh: "sms:vonage", herald.PriorityNormal: "sms:twilio", herald.PriorityLow: "sms:twilio"}
 	for p, list := range ids {
+		published := s.recordAttempts(p)
 		for _, id := range list {
 			as := s.attempts(id)
 			require.Len(t, as, 2, "%s %s", p, id)
@@ -121,6 +149,11 @@ func TestAmbiguousStaysOnItsAccount(t *testing.T) {
 			require.Equal(t, "sms:twilio", as[0].Provider)
 			require.Equal(t, "SENT", as[1].Outcome)
 			require.Equal(t, want[p], as[1].Provider, "%s's ambiguous retry", p)
+			if want[p] == as[0].Provider {
+				require.Equal(t, []int{1, 2}, published[id], "%s %s: a retry on its account goes back through PENDING", p, id)
+			} else {
+				require.Equal(t, []int{1}, published[id], "%s %s: a move is made at once by the worker", p, id)
+			}
 		}
 	}
 }

@@ -3,12 +3,14 @@ package route
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -181,4 +183,39 @@ func (s *stack) waitSent(d time.Duration, ids []string) {
 	})
 	_, sent := s.finished(ids)
 	require.Equal(s.t, len(ids), sent, "every delivery SENT")
+}
+
+// recordAttempts reads priority p's topic from its start to its end offsets now and returns,
+// per delivery id, the attempt numbers its records were published for (the attempt header):
+// a retry that went back to PENDING shows as a record of its attempt, one made in the worker
+// that failed does not.
+func (s *stack) recordAttempts(p herald.Priority) map[string][]int {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := s.lanes[p].Topic
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(s.t, err)
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	require.NoError(s.t, err)
+	var want, read int64
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	out := map[string][]int{}
+	for read < want {
+		f := cl.PollFetches(ctx)
+		require.NoError(s.t, ctx.Err(), "read %d of %d records", read, want)
+		f.EachRecord(func(r *kgo.Record) {
+			read++
+			for _, h := range r.Headers {
+				if h.Key == herald.HeaderAttempt {
+					n, err := strconv.Atoi(string(h.Value))
+					require.NoError(s.t, err)
+					out[string(r.Key)] = append(out[string(r.Key)], n)
+				}
+			}
+		})
+	}
+	return out
 }

@@ -11,6 +11,7 @@
 //	PENDING ──ExpireDue──▶ EXPIRED          PENDING / QUEUED ──Expire──▶ EXPIRED
 //	PENDING / QUEUED ──GiveUp──▶ FAILED     PENDING / QUEUED ──Cancel──▶ CANCELLED
 //	FAILED / EXPIRED ──Redrive──▶ PENDING   (an operator's re-drive: the one move back)
+//	SENDING ──RetryNow──▶ SENDING           (the next attempt, at once, on another account)
 //
 // A claim and an outcome are one statement for one row or many (ClaimBatch, RecordBatch; a
 // single row is a batch of one, and Claim and Record say so for callers that have one row).

@@ -100,6 +100,11 @@ func TestEveryTransitionWritesItsEvents(t *testing.T) {
 			require.EqualValues(t, 1, n)
 			return err
 		}, []herald.EventType{herald.EventCancelled}, herald.StatusCancelled},
+		{"retry now", sending, func(id string) error {
+			ok, err := retriedNow(ctx, pool, id, 1)
+			require.True(t, ok)
+			return err
+		}, []herald.EventType{herald.EventAttemptFailed}, herald.StatusSending},
 		{"claim and unclaim", deliverytest.Spec{}, func(id string) error {
 			attempt, _, ok, err := delivery.Claim(ctx, pool, id, 0)
 			require.NoError(t, err)

@@ -119,6 +119,13 @@ func TestTransitionsRefuseStaleCallers(t *testing.T) {
 		{"record expired on a final row", sent,
 			func(id string) (bool, error) { return recorded(herald.StatusExpired)(id, 1) },
 			nil, herald.StatusSent},
+		{"retry now wrong attempt", sending,
+			func(id string) (bool, error) { return retriedNow(ctx, pool, id, 2) },
+			func(id string) (bool, error) { return retriedNow(ctx, pool, id, 1) },
+			herald.StatusSending},
+		{"retry now not in flight", queued,
+			func(id string) (bool, error) { return retriedNow(ctx, pool, id, 0) },
+			nil, herald.StatusQueued},
 		{"mark queued older version", pending,
 			func(id string) (bool, error) {
 				v := version(t, pool, id)
@@ -170,6 +177,13 @@ func TestTransitionsRefuseStaleCallers(t *testing.T) {
 			require.Equal(t, c.want, read(t, pool, id).Status)
 		})
 	}
+}
+
+// retriedNow logs attempt of id TRANSIENT on one account and claims the next (RetryNow).
+func retriedNow(ctx context.Context, pool *pgxpool.Pool, id string, attempt int) (bool, error) {
+	_, ok, err := delivery.RetryNow(ctx, pool, delivery.Recording{ID: id, Attempt: attempt, StartedAt: time.Now(),
+		Outcome: delivery.Outcome{AttemptClass: herald.AttemptTransient, Provider: "sms:twilio", Error: "503"}})
+	return ok, err
 }
 
 func cancelOf(t *testing.T, pool *pgxpool.Pool, id string) (bool, error) {

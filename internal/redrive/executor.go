@@ -17,7 +17,10 @@ import (
 // Config configures the Executor. The zero value is valid.
 type Config struct {
 	// LotSize is the number of matched deliveries read, and re-armed or skipped, per
-	// transaction. Default 1,000.
+	// transaction. Default DefaultLotSize: a lot is one burst of writes, of WAL the relay
+	// decodes in commit order and of records LOW's lanes take in, so smaller lots, spaced by
+	// the pace, keep each burst shorter; but each lot has a fixed cost, and much smaller lots
+	// re-arm more slowly than the campaign expander writes (docs/redrive.md).
 	LotSize int
 	// PollInterval is how often an idle executor looks for a re-drive to execute, and how
 	// long it waits after a failed lot. Default 500 ms.
@@ -36,7 +39,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultLotSize      = 1000
+	DefaultLotSize      = 500
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultRate         = 5000
 )
