@@ -22,7 +22,7 @@ import (
 	"github.com/heraldhq/herald"
 )
 
-// Dispatcher runs one lane per priority.
+// Dispatcher runs one lane per priority of Config.Run (every priority by default).
 type Dispatcher struct {
 	cfg          Config
 	pool         *pgxpool.Pool
@@ -75,10 +75,10 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 			window: time.Second + cfg.RateWindowMargin, procs: cfg.DegradedProcesses,
 			timeout: cfg.RedisTimeout, health: health, member: token, local: make(map[string][]time.Time),
 		},
-		lanes: make(map[herald.Priority]*lane, len(herald.Priorities)),
+		lanes: make(map[herald.Priority]*lane, len(cfg.Run)),
 	}
 	total := 0
-	for _, p := range herald.Priorities {
+	for _, p := range cfg.Run {
 		d.lanes[p] = newLane(d, p)
 		total += cfg.Lanes[p].Concurrency
 	}
