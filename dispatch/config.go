@@ -24,7 +24,7 @@ type Config struct {
 	Lanes map[herald.Priority]LaneConfig
 	// Run names the lanes this process runs; the others are left to other processes, as a
 	// HIGH-only dispatcher with a CPU share of its own beside one for NORMAL and LOW
-	// (docs/dispatch.md "A HIGH-only dispatcher"). Default: every priority.
+	// (docs/operations.md "A HIGH-only dispatcher"). Default: every priority.
 	Run []herald.Priority
 	// RetryPolicies is the retry policy per channel. A missing channel gets DefaultRetryPolicy.
 	RetryPolicies map[herald.Channel]RetryPolicy

@@ -34,6 +34,7 @@ type Dispatcher struct {
 	token        string // this process's lease value and rate-log member prefix
 	redisTimeout time.Duration
 	lanes        map[herald.Priority]*lane
+	warmed       atomic.Bool // the HIGH lane's connections are open (warm.go)
 
 	// signals, when set (by a test, before Run), receives the path's signals of every lane.
 	signals func(herald.Priority, signal)
@@ -115,6 +116,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer stopObserving()
 	d.log.Info("dispatch running")
 	var wg sync.WaitGroup
+	wg.Go(func() { d.warm(ctx) })
 	var cancelled atomic.Int64
 	for _, l := range d.lanes {
 		wg.Add(1)

@@ -150,7 +150,7 @@ func startStack(b *testing.B, o options) *stack {
 		hl.Concurrency = cmp.Or(o.concurrency[herald.PriorityHigh], hl.Concurrency)
 		s.high = startHighChild(b, highChildConfig{DatabaseURL: dbURL, PoolConns: int32(hl.Concurrency) + 4,
 			Brokers: stacktest.KafkaBrokers(b), Topic: lanes[herald.PriorityHigh].Topic, Group: lanes[herald.PriorityHigh].Group,
-			Concurrency: hl.Concurrency, RateLimits: limits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix})
+			Concurrency: hl.Concurrency, RateLimits: limits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice()})
 	}
 	d, err := dispatch.New(dispatch.Config{
 		Brokers:     stacktest.KafkaBrokers(b),

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
@@ -53,13 +54,27 @@ func highProcess() bool {
 	return err != nil || v
 }
 
+// backendNice is BENCH_HIGH_PG_NICE, the HIGH process's PostgreSQL backends' nice value; nil
+// when unset (they are left alone).
+func backendNice() *int {
+	n, err := strconv.Atoi(os.Getenv("BENCH_HIGH_PG_NICE"))
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
 // highProcessNote is what a scenario's load says of where HIGH dispatch runs.
 func highProcessNote() string {
 	if !highProcess() {
 		return "; HIGH dispatch in the same process as the rest of herald (BENCH_HIGH_PROCESS=false)"
 	}
-	return fmt.Sprintf("; HIGH dispatch in a process of its own (herald serve --roles dispatch --lanes HIGH), "+
+	note := fmt.Sprintf("; HIGH dispatch in a process of its own (herald serve --roles dispatch --lanes HIGH), "+
 		"its scheduling group at nice %d", highNice())
+	if n := backendNice(); n != nil {
+		note += fmt.Sprintf(", its PostgreSQL backends at nice %d", *n)
+	}
+	return note
 }
 
 // highNice is the HIGH process's autogroup nice value (-20 to 19; BENCH_HIGH_NICE, default
@@ -90,6 +105,12 @@ type highChildConfig struct {
 	Provider    string
 	RedisAddr   string
 	Prefix      string
+	// BackendNice, when set, is the nice value of the PostgreSQL backend of each of the HIGH
+	// process's connections (BENCH_HIGH_PG_NICE): the local stack's server runs on this
+	// machine, so the backends that claim and record HIGH deliveries can be given the CPU
+	// ahead of the expander's, the walsender's and LOW's, to measure how much of HIGH's wait
+	// is PostgreSQL's CPU. A managed database offers no such knob.
+	BackendNice *int
 }
 
 // childLine is one line the HIGH process writes.
@@ -292,6 +313,15 @@ func runHighLane(c highChildConfig) error {
 		return err
 	}
 	cfg.MaxConns = c.PoolConns
+	if c.BackendNice != nil {
+		cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			var pid int
+			if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			return syscall.Setpriority(syscall.PRIO_PROCESS, pid, *c.BackendNice)
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
