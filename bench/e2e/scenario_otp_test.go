@@ -48,7 +48,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	s := startStack(b, options{limit: limit, poolConns: 32, expander: true, campaignRate: pace, tracer: st.tp, highProcess: highProcess(),
 		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
 	st.also = s.childSpans
-	r.Load += highProcessNote()
+	r.Load += highProcessNote(s)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	s.addUsers(b, users)

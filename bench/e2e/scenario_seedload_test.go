@@ -49,7 +49,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, highProcess: highProcess(),
 		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
 	st.also = s.childSpans
-	r.Load += highProcessNote()
+	r.Load += highProcessNote(s)
 	s.addUsers(b, users)
 	loadBefore := loadAverage()
 
