@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +22,10 @@ type Config struct {
 	Brokers []string
 	// Lanes configures each priority's lane. A missing priority gets its defaults.
 	Lanes map[herald.Priority]LaneConfig
+	// Run names the lanes this process runs; the others are left to other processes, as a
+	// HIGH-only dispatcher with a CPU share of its own beside one for NORMAL and LOW
+	// (docs/operations.md "A HIGH-only dispatcher"). Default: every priority.
+	Run []herald.Priority
 	// RetryPolicies is the retry policy per channel. A missing channel gets DefaultRetryPolicy.
 	RetryPolicies map[herald.Channel]RetryPolicy
 	// RateLimits is the limit of each provider account, in provider calls per second, keyed
@@ -137,6 +142,10 @@ func (c Config) withDefaults() Config {
 		lanes[p] = c.Lanes[p].withDefaults(p)
 	}
 	c.Lanes = lanes
+	if len(c.Run) == 0 {
+		c.Run = herald.Priorities
+	}
+	c.Run = slices.Clone(c.Run)
 	policies := make(map[herald.Channel]RetryPolicy, len(herald.Channels))
 	for _, ch := range herald.Channels {
 		policies[ch] = c.RetryPolicies[ch].withDefaults()
@@ -222,6 +231,11 @@ func (c Config) validate() error {
 		// well inside the reaper's lease on SENDING rows (5 min).
 		if l.RateWait+c.SendTimeout > maxSendTimeout+30*time.Second {
 			errs = append(errs, fmt.Errorf("lane %s: rate wait %v + send timeout %v > %v", p, l.RateWait, c.SendTimeout, maxSendTimeout+30*time.Second))
+		}
+	}
+	for i, p := range c.Run {
+		if _, err := herald.ParsePriority(string(p)); err != nil || slices.Contains(c.Run[:i], p) {
+			errs = append(errs, fmt.Errorf("lanes to run %v: %q is not a priority, or named twice", c.Run, p))
 		}
 	}
 	for ch, rp := range c.RetryPolicies {

@@ -20,6 +20,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.False(t, *c.Lanes[herald.PriorityLow].RetryAmbiguous)
 	require.Equal(t, 0.6, c.RateShares[herald.PriorityLow])
 	require.Equal(t, DefaultRetryPolicy, c.RetryPolicies[herald.ChannelSMS])
+	require.Equal(t, herald.Priorities, c.Run, "every lane runs by default")
 
 	// A lane's own settings survive; what it leaves out is filled in.
 	c = Config{Brokers: []string{"b"}, Lanes: map[herald.Priority]LaneConfig{herald.PriorityLow: {Concurrency: 9}}}.withDefaults()
@@ -47,6 +48,8 @@ func TestConfigValidate(t *testing.T) {
 			c.RetryPolicies[herald.ChannelSMS] = RetryPolicy{Base: time.Minute, Max: time.Second, MaxAttempts: 3}
 		}},
 		{"degraded processes", func(c *Config) { c.DegradedProcesses = -1 }},
+		{"a lane to run that is no priority", func(c *Config) { c.Run = []herald.Priority{herald.PriorityHigh, "URGENT"} }},
+		{"a lane to run named twice", func(c *Config) { c.Run = []herald.Priority{herald.PriorityLow, herald.PriorityLow} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/heraldhq/herald"
 )
 
-// Dispatcher runs one lane per priority.
+// Dispatcher runs one lane per priority of Config.Run (every priority by default).
 type Dispatcher struct {
 	cfg          Config
 	pool         *pgxpool.Pool
@@ -34,6 +34,7 @@ type Dispatcher struct {
 	token        string // this process's lease value and rate-log member prefix
 	redisTimeout time.Duration
 	lanes        map[herald.Priority]*lane
+	warmed       atomic.Bool // the HIGH lane's connections are open (warm.go)
 
 	// signals, when set (by a test, before Run), receives the path's signals of every lane.
 	signals func(herald.Priority, signal)
@@ -75,10 +76,10 @@ func New(cfg Config, pool *pgxpool.Pool, rdb *redis.Client, senders map[herald.C
 			window: time.Second + cfg.RateWindowMargin, procs: cfg.DegradedProcesses,
 			timeout: cfg.RedisTimeout, health: health, member: token, local: make(map[string][]time.Time),
 		},
-		lanes: make(map[herald.Priority]*lane, len(herald.Priorities)),
+		lanes: make(map[herald.Priority]*lane, len(cfg.Run)),
 	}
 	total := 0
-	for _, p := range herald.Priorities {
+	for _, p := range cfg.Run {
 		d.lanes[p] = newLane(d, p)
 		total += cfg.Lanes[p].Concurrency
 	}
@@ -116,6 +117,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.limiter.prime(ctx)
 	d.log.Info("dispatch running")
 	var wg sync.WaitGroup
+	wg.Go(func() { d.warm(ctx) })
 	var cancelled atomic.Int64
 	for _, l := range d.lanes {
 		wg.Add(1)

@@ -42,3 +42,20 @@ func TestReadyOnceEveryLaneHasItsAssignmentEvenAnEmptyOne(t *testing.T) {
 		return err == nil && g[group].State == "Stable" && len(g[group].Members) == 4
 	})
 }
+
+// Once ready, the HIGH lane's workers find their database connections open: the first OTPs
+// after a start do not open them on their path.
+func TestReadyOnceTheHighLaneConnectionsAreOpen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	high := cfg.Lanes[herald.PriorityHigh]
+	high.Concurrency = 10
+	cfg.Lanes[herald.PriorityHigh] = high
+	before := e.pool.Stat().TotalConns()
+	d := e.start(cfg, nil, smsOnly(&MemorySender{}))
+	ctx := context.Background()
+	heraldtest.WaitFor(t, time.Minute, "dispatcher ready", func() bool { return d.Ready(ctx) == nil })
+	require.GreaterOrEqual(t, e.pool.Stat().TotalConns(), int32(high.Concurrency),
+		"connections open when ready (%d before Run)", before)
+}

@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,6 +51,7 @@ type stack struct {
 	url    string
 	key    string
 	sender *dispatch.MemorySender
+	high   *highChild // the HIGH dispatch process (options.highProcess); nil: HIGH runs here
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -67,6 +69,9 @@ type options struct {
 	tracer *sdktrace.TracerProvider
 	// eventsOff: herald's sessions write no status events (herald serve --events=false).
 	eventsOff bool
+	// highProcess: the HIGH lane runs in a process of its own with a CPU share of its own
+	// (high_process_test.go), this process's dispatcher NORMAL and LOW.
+	highProcess bool
 }
 
 func startStack(b *testing.B, o options) *stack {
@@ -139,9 +144,19 @@ func startStack(b *testing.B, o options) *stack {
 	if o.limit > 0 {
 		limits[provider] = o.limit
 	}
+	var run []herald.Priority
+	if o.highProcess {
+		run = []herald.Priority{herald.PriorityNormal, herald.PriorityLow}
+		hl := dispatch.DefaultLanes[herald.PriorityHigh]
+		hl.Concurrency = cmp.Or(o.concurrency[herald.PriorityHigh], hl.Concurrency)
+		s.high = startHighChild(b, highChildConfig{DatabaseURL: dbURL, PoolConns: int32(hl.Concurrency) + 4,
+			Brokers: stacktest.KafkaBrokers(b), Topic: lanes[herald.PriorityHigh].Topic, Group: lanes[herald.PriorityHigh].Group,
+			Concurrency: hl.Concurrency, RateLimits: limits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice()})
+	}
 	d, err := dispatch.New(dispatch.Config{
 		Brokers:     stacktest.KafkaBrokers(b),
 		Lanes:       lanes,
+		Run:         run,
 		RateLimits:  limits,
 		RedisPrefix: prefix,
 		Adapt:       ctl,

@@ -31,19 +31,18 @@ type highCalls struct {
 func watchHigh(ctx context.Context, b *testing.B, s *stack) *highCalls {
 	b.Helper()
 	h := &highCalls{due: map[string]time.Time{}, called: map[string]time.Time{}}
-	s.sender.OnCall = func(m *senders.Message) {
+	s.onCall(func(m *senders.Message, now time.Time) {
 		if m.Priority != herald.PriorityHigh {
 			h.low.Add(1)
 			return
 		}
-		now := time.Now()
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.called[m.DeliveryID]; !ok {
 			h.called[m.DeliveryID] = now
 			h.high.Add(1)
 		}
-	}
+	})
 	for i := range 5 {
 		if _, why := s.postNotification(ctx, fmt.Sprintf("warm-%d", i), herald.PriorityHigh, nil); why != "" {
 			b.Fatalf("warm-up POST: %s", why)

@@ -45,8 +45,10 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	st := newStageTracer()
 	// LOW gets more workers than its default 2: each delivery makes two commits, and at the
 	// default the lane drains below its share of the provider limit.
-	s := startStack(b, options{limit: limit, poolConns: 32, expander: true, campaignRate: pace, tracer: st.tp, concurrency: map[herald.Priority]int{
-		herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
+	s := startStack(b, options{limit: limit, poolConns: 32, expander: true, campaignRate: pace, tracer: st.tp, highProcess: highProcess(),
+		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
+	st.also = s.childSpans
+	r.Load += highProcessNote(s)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	s.addUsers(b, users)
@@ -137,7 +139,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: float64(users) / expansion.Seconds(), Unit: "deliveries/s", Better: "higher"})
 	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion time", Value: expansion.Seconds(), Unit: "s", Better: "lower"})
 
-	calls := s.sender.Calls()
+	calls := s.calls()
 	highPerSecond := &quantilePerSecond{t0: start}
 	lowPerSecond := &result.PerSecond{T0: start}
 	for _, c := range calls {

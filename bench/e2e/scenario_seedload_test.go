@@ -46,24 +46,25 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		steadyRate, steady, users, steady/2, burstRate, burst, steady*3/4)
 	st := newStageTracer() // the HIGH OTPs' spans, for their stage breakdown
 	r.Load += fmt.Sprintf("; HIGH published by the accepting process right after the commit: %t", publishHigh())
-	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, concurrency: map[herald.Priority]int{
-		herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
+	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, highProcess: highProcess(),
+		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
+	st.also = s.childSpans
+	r.Load += highProcessNote(s)
 	s.addUsers(b, users)
 	loadBefore := loadAverage()
 
 	var mu sync.Mutex
 	highDue := map[string]time.Time{}
 	highCalled := map[string]time.Time{}
-	s.sender.OnCall = func(m *senders.Message) {
+	s.onCall(func(m *senders.Message, now time.Time) {
 		if m.Priority == herald.PriorityHigh {
-			now := time.Now()
 			mu.Lock()
 			if _, ok := highCalled[m.DeliveryID]; !ok {
 				highCalled[m.DeliveryID] = now
 			}
 			mu.Unlock()
 		}
-	}
+	})
 
 	b.ResetTimer()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -156,7 +157,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	}()
 	progress := result.Progress(ctx, os.Stderr, r.Scenario, 5*time.Second, func() string {
 		return fmt.Sprintf("accepted %d, refused %d, sent %d, backlog %d", nAccepted.Load(), nRefused.Load(),
-			len(s.sender.Calls()), lastBacklog.Load())
+			len(s.calls()), lastBacklog.Load())
 	})
 
 	var loads sync.WaitGroup
@@ -214,7 +215,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 
 	// Per second, over the whole run.
 	secs := int(finished.Sub(start)/time.Second) + 1
-	calls := s.sender.Calls()
+	calls := s.calls()
 	sent := &result.PerSecond{T0: start}
 	for _, c := range calls {
 		sent.Add(c.At, 1)

@@ -23,6 +23,9 @@ type stageTracer struct {
 	ids map[trace.TraceID]bool
 	rec *tracetest.SpanRecorder
 	tp  *sdktrace.TracerProvider
+	// also, when set, returns the spans another process recorded for the bench's traces
+	// (the HIGH dispatch process's, high_process_test.go).
+	also func() []sdktrace.ReadOnlySpan
 }
 
 func newStageTracer() *stageTracer {
@@ -113,7 +116,11 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		publishes    int
 	}
 	traces := map[trace.TraceID]*chain{}
-	for _, sp := range st.rec.Ended() {
+	spans := st.rec.Ended()
+	if st.also != nil {
+		spans = append(spans, st.also()...)
+	}
+	for _, sp := range spans {
 		c := traces[sp.SpanContext().TraceID()]
 		if c == nil {
 			c = &chain{byID: map[trace.SpanID]sdktrace.ReadOnlySpan{}, rateLimit: map[trace.SpanID]sdktrace.ReadOnlySpan{}}
@@ -218,7 +225,8 @@ func (s stages) report(r *result.Result, phase string) {
 
 // stagesNote says where the stage breakdown comes from.
 func stagesNote(r *result.Result) {
-	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process (only the traces the bench starts, " +
+	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process and, when HIGH dispatch runs in a " +
+		"process of its own, in that one (on the same clock; only the traces the bench starts, " +
 		"one per HIGH POST). Span boundaries mark the stages: accept = ingest.accept start, commit = ingest.accept end (its " +
 		"single INSERT has committed), WAL decoded / direct publish = the start of the publish span of the record the worker " +
 		"took (cdc publish: the relay decoded the row from the WAL; ingest publish: the accepting process published it right " +

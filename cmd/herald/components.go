@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +74,7 @@ type dispatchFlags struct {
 	shares      map[herald.Priority]*float64
 	rateLimits  string
 	retry       dispatch.RetryPolicy
+	lanes       []string
 }
 
 func (d *dispatchFlags) register(f *envFlags) {
@@ -83,6 +86,11 @@ func (d *dispatchFlags) register(f *envFlags) {
 		f.Int(d.concurrency[p], "dispatch-concurrency-"+lp, dispatch.DefaultLanes[p].Concurrency, "deliveries of the "+string(p)+" lane processed at once")
 		f.Float(d.shares[p], "rate-share-"+lp, dispatch.DefaultRateShares[p], "share of a provider's rate limit "+string(p)+" deliveries may use")
 	}
+	all := make([]string, len(herald.Priorities))
+	for i, p := range herald.Priorities {
+		all[i] = string(p)
+	}
+	f.Strings(&d.lanes, "lanes", all, "the dispatch lanes this process runs, e.g. HIGH for a HIGH-only dispatcher with its own CPU beside one running NORMAL,LOW")
 	f.String(&d.rateLimits, "rate-limits", "", "provider rate limits in calls per second, e.g. sms:twilio=100,email:smtp=50")
 	f.Int(&d.cfg.DegradedProcesses, "degraded-processes", dispatch.DefaultDegradedProcesses, "most dispatch processes at once; each takes limit/N while Redis is down")
 	f.Duration(&d.cfg.SendTimeout, "send-timeout", dispatch.DefaultSendTimeout, "timeout of one provider call")
@@ -105,6 +113,16 @@ func (d *dispatchFlags) config(t topicConfig, brokers []string, shutdown time.Du
 	}
 	for _, ch := range herald.Channels {
 		c.RetryPolicies[ch] = d.retry
+	}
+	for _, name := range d.lanes {
+		p, err := herald.ParsePriority(name)
+		if err != nil || slices.Contains(c.Run, p) {
+			return c, fmt.Errorf("--lanes: %q is not HIGH, NORMAL or LOW, or is named twice", name)
+		}
+		c.Run = append(c.Run, p)
+	}
+	if len(c.Run) == 0 {
+		return c, errors.New("--lanes: no lane named")
 	}
 	limits, err := parseRateLimits(d.rateLimits)
 	if err != nil {

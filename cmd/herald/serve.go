@@ -450,8 +450,8 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	}
 	pc := c.commonConfig
 	pc.MaxConns = dispatchPoolSpare
-	for _, l := range cfg.Lanes {
-		pc.MaxConns += l.Concurrency
+	for _, p := range cfg.Run {
+		pc.MaxConns += cfg.Lanes[p].Concurrency
 	}
 	pool, err := openPool(ctx, pc)
 	if err != nil {

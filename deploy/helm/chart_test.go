@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -178,9 +179,11 @@ func TestDispatchScaledByKEDAOnConsumerLag(t *testing.T) {
 	require.Equal(t, d.Name, so.Spec.ScaleTargetRef.Name)
 	require.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
 	c := d.Spec.Template.Spec.Containers[0]
-	require.Equal(t, strconv.Itoa(int(*so.Spec.MaxReplicaCount)), env(t, c, "HERALD_DEGRADED_PROCESSES"))
-	require.Len(t, so.Spec.Triggers, 3)
-	for i, p := range []string{"HIGH", "NORMAL", "LOW"} {
+	high := get[*appsv1.Deployment](t, o, "Deployment", "herald-dispatch-high")
+	require.Equal(t, strconv.Itoa(int(*so.Spec.MaxReplicaCount+*high.Spec.Replicas)), env(t, c, "HERALD_DEGRADED_PROCESSES"),
+		"the most dispatch processes: KEDA's maximum and HIGH's own")
+	require.Len(t, so.Spec.Triggers, 2, "HIGH has its own Deployment")
+	for i, p := range []string{"NORMAL", "LOW"} {
 		tr := so.Spec.Triggers[i]
 		require.Equal(t, "kafka", tr.Type)
 		require.Equal(t, env(t, c, "HERALD_DISPATCH_GROUP_"+p), tr.Metadata["consumerGroup"], p)
@@ -193,11 +196,50 @@ func TestDispatchScaledByKEDAOnConsumerLag(t *testing.T) {
 	require.Empty(t, o.byKind["HorizontalPodAutoscaler"]["herald-dispatch"], "KEDA makes its own HPA")
 	require.NotNil(t, o.byKind["HorizontalPodAutoscaler"]["herald-ingest"], "ingest on CPU")
 
+	// Without HIGH's own Deployment, one trigger per lane.
+	all := decode(t, render(t, with(t, values(t, "ha"), "dispatchHigh.enabled", false)))
+	require.Len(t, get[*kedav1alpha1.ScaledObject](t, all, "ScaledObject", "herald-dispatch").Spec.Triggers, 3)
+
 	// Without an autoscaler, the replicas are the most dispatch processes.
 	def := decode(t, render(t, values(t, "default")))
 	dd := get[*appsv1.Deployment](t, def, "Deployment", "herald-dispatch")
-	require.Equal(t, strconv.Itoa(int(*dd.Spec.Replicas)), env(t, dd.Spec.Template.Spec.Containers[0], "HERALD_DEGRADED_PROCESSES"))
+	dh := get[*appsv1.Deployment](t, def, "Deployment", "herald-dispatch-high")
+	require.Equal(t, strconv.Itoa(int(*dd.Spec.Replicas+*dh.Spec.Replicas)), env(t, dd.Spec.Template.Spec.Containers[0], "HERALD_DEGRADED_PROCESSES"))
 	require.Empty(t, def.byKind["ScaledObject"])
+}
+
+// HIGH dispatch has a Deployment of its own (herald serve --roles dispatch --lanes HIGH) with
+// reserved CPU, requests equal to limits, and the dispatch Deployment runs NORMAL and LOW;
+// its Service is scraped, its pods have their NetworkPolicy and PodDisruptionBudget. Disabled,
+// dispatch runs every lane and nothing of HIGH's own is rendered.
+func TestHighDispatcherOfItsOwn(t *testing.T) {
+	for _, set := range valueSets {
+		o := decode(t, render(t, values(t, set)))
+		high := get[*appsv1.Deployment](t, o, "Deployment", "herald-dispatch-high")
+		checkPod(t, high.Spec.Template.Spec, "herald-dispatch-high")
+		c := high.Spec.Template.Spec.Containers[0]
+		require.Equal(t, "dispatch", env(t, c, "HERALD_ROLES"), set)
+		require.Equal(t, "HIGH", env(t, c, "HERALD_LANES"), set)
+		require.Equal(t, c.Resources.Limits.Cpu().String(), c.Resources.Requests.Cpu().String(), "%s: HIGH's CPU is reserved", set)
+		require.Equal(t, c.Resources.Limits.Memory().String(), c.Resources.Requests.Memory().String(), "%s: Guaranteed QoS", set)
+		require.Equal(t, "dispatch-high", high.Spec.Selector.MatchLabels["app.kubernetes.io/component"])
+		rest := get[*appsv1.Deployment](t, o, "Deployment", "herald-dispatch").Spec.Template.Spec.Containers[0]
+		require.Equal(t, "NORMAL,LOW", env(t, rest, "HERALD_LANES"), set)
+		get[*policyv1.PodDisruptionBudget](t, o, "PodDisruptionBudget", "herald-dispatch-high")
+		require.NotNil(t, o.byKind["Service"]["herald-dispatch-high"], set)
+	}
+	ha := decode(t, render(t, values(t, "ha")))
+	np := get[*networkingv1.NetworkPolicy](t, ha, "NetworkPolicy", "herald-dispatch-high")
+	require.Equal(t, "dispatch-high", np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"])
+	sm := get[*monitoringv1.ServiceMonitor](t, ha, "ServiceMonitor", "herald")
+	require.Contains(t, sm.Spec.Selector.MatchExpressions[0].Values, "dispatch-high")
+
+	off := decode(t, render(t, with(t, values(t, "ha"), "dispatchHigh.enabled", false)))
+	require.Nil(t, off.byKind["Deployment"]["herald-dispatch-high"])
+	require.Nil(t, off.byKind["NetworkPolicy"]["herald-dispatch-high"])
+	for _, e := range get[*appsv1.Deployment](t, off, "Deployment", "herald-dispatch").Spec.Template.Spec.Containers[0].Env {
+		require.NotEqual(t, "HERALD_LANES", e.Name, "every lane runs in dispatch")
+	}
 }
 
 // The NetworkPolicy lets in the API port of ingest and the admin port, and nothing else;
@@ -282,6 +324,7 @@ func TestRefusedValues(t *testing.T) {
 		{"redis.addr", "", "redis.addr"},
 		{"config.HERALD_ROLES", "ingest", "config.HERALD_ROLES is set by the chart"},
 		{"dispatch.config.HERALD_KAFKA_BROKERS", "x:9092", "dispatch.config.HERALD_KAFKA_BROKERS is set by the chart"},
+		{"dispatchHigh.config.HERALD_LANES", "HIGH,NORMAL", "dispatchHigh.config.HERALD_LANES is set by the chart"},
 		{"config.KAFKA_TLS", "true", "only HERALD_* and OTEL_*"},
 	} {
 		_, err := install(t, with(t, base, c.path, c.v))

@@ -62,6 +62,13 @@ The secret of a role: its own existingSecret or the global one. One is required.
 {{- end }}
 {{- end }}
 
+{{/* The most dispatch processes at once, HIGH's own Deployment included: while Redis is down
+each takes limit/N of a provider's rate limit (--degraded-processes). */}}
+{{- define "herald.dispatchProcesses" -}}
+{{- $n := include "herald.dispatchMax" . | int }}
+{{- if .Values.dispatchHigh.enabled }}{{ add $n .Values.dispatchHigh.replicas }}{{ else }}{{ $n }}{{ end }}
+{{- end }}
+
 {{/* Checks of the values that no schema states. */}}
 {{- define "herald.validate" -}}
 {{- if lt (int .Values.relay.replicas) 2 }}
@@ -76,18 +83,18 @@ The secret of a role: its own existingSecret or the global one. One is required.
 {{- if not .Values.redis.addr }}
 {{- fail "redis.addr: the Redis address (host:port)" }}
 {{- end }}
-{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" }}
+{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" "HERALD_LANES" }}
 {{- range $p := list "HIGH" "NORMAL" "LOW" }}
 {{- $reserved = concat $reserved (list (printf "HERALD_TOPIC_%s" $p) (printf "HERALD_PARTITIONS_%s" $p) (printf "HERALD_DISPATCH_GROUP_%s" $p)) }}
 {{- end }}
-{{- $configs := dict "config" .Values.config "ingest.config" .Values.ingest.config "relay.config" .Values.relay.config "dispatch.config" .Values.dispatch.config }}
+{{- $configs := dict "config" .Values.config "ingest.config" .Values.ingest.config "relay.config" .Values.relay.config "dispatch.config" .Values.dispatch.config "dispatchHigh.config" .Values.dispatchHigh.config }}
 {{- range $where, $config := $configs }}
 {{- range $k, $_ := $config }}
 {{- if and (not (hasPrefix "HERALD_" $k)) (not (hasPrefix "OTEL_" $k)) }}
 {{- fail (printf "%s.%s: only HERALD_* and OTEL_* variables" $where $k) }}
 {{- end }}
 {{- if has $k $reserved }}
-{{- fail (printf "%s.%s is set by the chart (ports, kafka, redis, shutdownTimeoutSeconds, dispatch.autoscaling)" $where $k) }}
+{{- fail (printf "%s.%s is set by the chart (ports, kafka, redis, shutdownTimeoutSeconds, dispatch.autoscaling, dispatchHigh)" $where $k) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -108,8 +115,11 @@ config (the role's wins), then the role's secret (envFrom; a variable of env win
   "HERALD_KAFKA_BROKERS" (join "," $v.kafka.brokers)
   "HERALD_REDIS_ADDR" $v.redis.addr
   "HERALD_SHUTDOWN_TIMEOUT" (printf "%ds" (int $v.shutdownTimeoutSeconds))
-  "HERALD_DEGRADED_PROCESSES" (include "herald.dispatchMax" $root)
+  "HERALD_DEGRADED_PROCESSES" (include "herald.dispatchProcesses" $root)
 }}
+{{- if .lanes }}
+{{- $_ := set $env "HERALD_LANES" .lanes }}
+{{- end }}
 {{- range $p := list "high" "normal" "low" }}
 {{- $_ := set $env (printf "HERALD_TOPIC_%s" (upper $p)) (index $v.kafka.topics $p) }}
 {{- $_ := set $env (printf "HERALD_PARTITIONS_%s" (upper $p)) (toString (index $v.kafka.partitions $p)) }}
@@ -256,7 +266,7 @@ spec:
             - name: admin
               containerPort: {{ $v.ports.admin }}
               protocol: TCP
-          {{- include "herald.env" (dict "root" $root "role" .role "roles" .name) | nindent 10 }}
+          {{- include "herald.env" (dict "root" $root "role" .role "roles" (.roles | default .name) "lanes" .lanes) | nindent 10 }}
           {{- include "herald.probes" $root | nindent 10 }}
           resources:
             {{- toYaml .role.resources | nindent 12 }}
