@@ -45,6 +45,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	defer stop()
 
 	b.ResetTimer()
+	dbBefore, scansBefore := s.dbStats(b), s.relationScans(b)
 	start := time.Now()
 	var insertedAt []time.Time // when each batch committed
 	var insertedN []int
@@ -64,6 +65,8 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	})
 	b.StopTimer()
 	stop()
+	s.logDBStats(b, dbBefore, backlog)
+	b.Logf("rows returned by scans per delivery, by relation: %s", topScans(scansBefore, s.relationScans(b), backlog, 6))
 
 	var first, last time.Time
 	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
