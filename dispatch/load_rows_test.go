@@ -2,12 +2,9 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,33 +54,9 @@ func TestBatchReadReadsOnlyItsRowsOnStaleStatistics(t *testing.T) {
 	}
 	require.Equal(t, 34, withAttempt, "the 34 oldest of the 64 have an attempt")
 
-	for name, read := range scanReads(t, pool, loadDaySQL, loadDayArgs(day, ids)...) {
+	for name, read := range deliverytest.ScanReads(t, pool, loadDaySQL, loadDayArgs(day, ids)...) {
 		if strings.HasPrefix(name, "notification_") || strings.HasPrefix(name, "delivery_attempt_") {
 			require.LessOrEqual(t, read, float64(len(ids)), "rows read from %s by a batch read of %d deliveries", name, len(ids))
 		}
 	}
-}
-
-// scanReads runs EXPLAIN (ANALYZE, FORMAT JSON) of sql and returns, per relation, the rows
-// its scan nodes read: returned plus removed by a filter or a recheck, times the loops.
-func scanReads(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) map[string]float64 {
-	t.Helper()
-	var plan []byte
-	require.NoError(t, pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan))
-	var doc []map[string]any
-	require.NoError(t, json.Unmarshal(plan, &doc))
-	out := map[string]float64{}
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		if r, ok := node["Relation Name"].(string); ok {
-			num := func(k string) float64 { v, _ := node[k].(float64); return v }
-			out[r] += (num("Actual Rows") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck")) * num("Actual Loops")
-		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
-		}
-	}
-	walk(doc[0]["Plan"].(map[string]any))
-	return out
 }

@@ -10,4 +10,5 @@ var (
 	RecordBatchSQLForTest  = recordBatchSQL
 	ClaimBatchArgsForTest  = claimBatchArgs
 	RecordBatchArgsForTest = recordBatchArgs
+	ReapQueuedSQLForTest   = reapQueuedSQL
 )
