@@ -11,4 +11,8 @@ var (
 	ClaimBatchArgsForTest  = claimBatchArgs
 	RecordBatchArgsForTest = recordBatchArgs
 	ReapQueuedSQLForTest   = reapQueuedSQL
+	InsertSQLForTest       = insertSQL
+	InsertArgsForTest      = insertArgs
+	MarkQueuedSQLForTest   = markQueuedSQL
+	MarkQueuedArgsForTest  = markQueuedArgs
 )
