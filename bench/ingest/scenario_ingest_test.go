@@ -142,4 +142,3 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	b.Logf("pgbench %.0f tx/s, herald %.0f POST/s (ratio %.2f, target ≥ 0.6); open loop at %.0f/s: p50 %.2f ms, p99 %.2f ms (target ≤ 25 ms)",
 		tps, posts, posts/tps, half, float64(res.hist.ValueAtQuantile(50))/1000, float64(res.hist.ValueAtQuantile(99))/1000)
 }
-
