@@ -10,11 +10,18 @@
 -- index per status, QUEUED by (priority, updated_at), makes each pass a range scan of its
 -- own rows. A row enters each index once, as it entered delivery_in_flight once per status,
 -- so the writes per delivery are the same.
+--
+-- The table is locked first, in the mode DROP INDEX needs: building the indexes first would
+-- hold a SHARE lock and then ask for ACCESS EXCLUSIVE, and a running herald's statements,
+-- queued between the two, deadlock with that upgrade. Nothing writes deliveries while the
+-- indexes build (CONCURRENTLY is not available on a partitioned table).
+LOCK TABLE delivery IN ACCESS EXCLUSIVE MODE;
 CREATE INDEX delivery_queued_by_priority ON delivery (priority, updated_at) WHERE status = 'QUEUED';
 CREATE INDEX delivery_sending ON delivery (updated_at) WHERE status = 'SENDING';
 DROP INDEX delivery_in_flight;
 
 -- +goose Down
+LOCK TABLE delivery IN ACCESS EXCLUSIVE MODE;
 CREATE INDEX delivery_in_flight ON delivery (updated_at) WHERE status IN ('QUEUED', 'SENDING');
 DROP INDEX delivery_sending;
 DROP INDEX delivery_queued_by_priority;
