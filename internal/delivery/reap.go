@@ -50,12 +50,14 @@ func ReapQueued(ctx context.Context, db DB, p herald.Priority, lease time.Durati
 // claim incremented it); ON CONFLICT DO NOTHING keeps an outcome the worker did manage to
 // write. What to do with an ambiguous attempt is dispatch's policy, applied when it claims
 // the row again. The compare-and-set is on (SENDING, attempts, updated_at) as selected: a
-// worker that recorded its outcome in between keeps it.
+// worker that recorded its outcome in between keeps it. "attempts > 0" (true of every SENDING
+// row: a claim counts its attempt) is delivery_sending's predicate (migration 00130), which
+// only this query states, so that the outcome's UPDATE never reads that index.
 var reapSendingSQL = `
 WITH stale AS (
     SELECT id, attempts, updated_at
       FROM delivery
-     WHERE status = 'SENDING'
+     WHERE status = 'SENDING' AND attempts > 0
        AND updated_at < now() - make_interval(secs => $1)
      ORDER BY updated_at
      LIMIT $2
