@@ -48,6 +48,11 @@ type Config struct {
 	StatusInterval time.Duration
 	// MarkBatch is the largest number of rows marked QUEUED in one statement. Default 1000.
 	MarkBatch int
+	// MarkGather is how long the first row Kafka acknowledged waits for more before the relay
+	// marks them QUEUED in one statement (at once when MarkBatch rows are waiting). Fewer,
+	// larger marks are fewer transactions for PostgreSQL to commit and for the walsender to
+	// decode ahead of the next delivery insert. Default 10 ms.
+	MarkGather time.Duration
 	// MaxUnmarked bounds the rows Kafka has acknowledged and the relay has not yet marked
 	// QUEUED (a few hundred bytes each); at the bound the stream stops reading WAL until the
 	// marker catches up, so memory stays bounded when PostgreSQL marks slower than Kafka
@@ -92,6 +97,20 @@ type Config struct {
 	// how long since that transaction committed (the adaptive limits' relay signal,
 	// internal/adapt). It runs on the stream's goroutine and must not block.
 	ObserveLag func(time.Duration)
+	// ObservePublished, when set, is told of every delivery record the stream published, once
+	// Kafka acknowledged it, with the times of its way out (Published). It runs on a Kafka
+	// client goroutine and must not block. Benchmarks read where the relay's latency goes
+	// from it.
+	ObservePublished func(Published)
+}
+
+// Published is one delivery record of the stream on its way out: when its transaction
+// committed (PostgreSQL's clock, from the WAL), when the relay received that transaction from
+// the walsender, when the record was handed to the Kafka client and when Kafka acknowledged
+// it.
+type Published struct {
+	DeliveryID                           string
+	Committed, Received, Produced, Acked time.Time
 }
 
 // Defaults of Config.
@@ -101,6 +120,7 @@ const (
 	DefaultMaxInFlight       = 5000
 	DefaultStatusInterval    = 10 * time.Second
 	DefaultMarkBatch         = 1000
+	DefaultMarkGather        = 10 * time.Millisecond
 	DefaultMaxUnmarked       = 20000
 	DefaultSweepInterval     = time.Second
 	DefaultSweepBatch        = 1000
@@ -148,6 +168,7 @@ func (c Config) withDefaults(poolConnString string) Config {
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
 	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
 	c.MarkBatch = cmp.Or(c.MarkBatch, DefaultMarkBatch)
+	c.MarkGather = cmp.Or(c.MarkGather, DefaultMarkGather)
 	c.MaxUnmarked = cmp.Or(c.MaxUnmarked, DefaultMaxUnmarked)
 	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
 	c.SweepBatch = cmp.Or(c.SweepBatch, DefaultSweepBatch)
@@ -210,7 +231,7 @@ func (c Config) validate() error {
 		name string
 		v    time.Duration
 	}{{"StatusInterval", c.StatusInterval}, {"SweepInterval", c.SweepInterval},
-		{"GracePeriod", c.GracePeriod}, {"ReapInterval", c.ReapInterval},
+		{"GracePeriod", c.GracePeriod}, {"ReapInterval", c.ReapInterval}, {"MarkGather", c.MarkGather},
 		{"SendingLease", c.SendingLease}, {"LeaderRetry", c.LeaderRetry},
 		{"ShutdownTimeout", c.ShutdownTimeout}} {
 		if f.v <= 0 {

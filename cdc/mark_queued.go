@@ -39,6 +39,7 @@ type markItem struct {
 type marker struct {
 	pool    *pgxpool.Pool
 	batch   int
+	gather  time.Duration // how long the first waiting row waits for more (Config.MarkGather)
 	log     *zap.Logger
 	metrics *metrics
 
@@ -49,8 +50,8 @@ type marker struct {
 	settled chan struct{} // capacity 1: "the backlog went down"
 }
 
-func newMarker(pool *pgxpool.Pool, batch int, log *zap.Logger, m *metrics) *marker {
-	return &marker{pool: pool, batch: batch, log: log, metrics: m,
+func newMarker(pool *pgxpool.Pool, batch int, gather time.Duration, log *zap.Logger, m *metrics) *marker {
+	return &marker{pool: pool, batch: batch, gather: gather, log: log, metrics: m,
 		signal: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
@@ -89,6 +90,7 @@ func (m *marker) run(ctx context.Context) {
 			m.flush(ctx, nil)
 			return
 		case <-m.signal:
+			m.wait(ctx)
 			again = m.flush(ctx, nil)
 		case <-retryC:
 			again = m.flush(ctx, retry)
@@ -97,6 +99,28 @@ func (m *marker) run(ctx context.Context) {
 		retry = append(retry, again...)
 		if len(retry) > 0 && retryC == nil {
 			retryC = time.After(markRetryDelay)
+		}
+	}
+}
+
+// wait lets more acknowledged rows join the first one for up to m.gather, until a batch is
+// full or ctx ends.
+func (m *marker) wait(ctx context.Context) {
+	timer := time.NewTimer(m.gather)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		full := len(m.items) >= m.batch
+		m.mu.Unlock()
+		if full {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		case <-m.signal:
 		}
 	}
 }

@@ -29,6 +29,7 @@ type origin struct {
 	commitLSN  pglogrepl.LSN // 0 for the sweeper
 	commitTime time.Time     // zero for the sweeper
 	receivedAt time.Time     // when the stream received the transaction; zero for the sweeper
+	producedAt time.Time     // when the record was handed to the Kafka client
 }
 
 // publisher turns delivery rows into Kafka records and hands them to the producer. Every
@@ -44,6 +45,8 @@ type publisher struct {
 	// ackHook, when set (tests and benchmarks of this package), is called for every
 	// acknowledged record.
 	ackHook func(row deliveryRow, o origin, ackedAt time.Time)
+	// observe is Config.ObservePublished.
+	observe func(Published)
 }
 
 var traceContext = propagation.TraceContext{}
@@ -89,6 +92,7 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 	}
 
 	p.inFlight.Add(1)
+	o.producedAt = time.Now()
 	// The context only bounds the wait for buffer space, which the in-flight bound keeps
 	// from ever filling; records already buffered are not cancelled by it.
 	p.kafka.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
@@ -102,6 +106,9 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 			p.metrics.published(row.Priority, o, now)
 			if p.ackHook != nil {
 				p.ackHook(row, o, now)
+			}
+			if p.observe != nil && o.source == sourceStream {
+				p.observe(Published{DeliveryID: row.ID, Committed: o.commitTime, Received: o.receivedAt, Produced: o.producedAt, Acked: now})
 			}
 		}
 		span.End()

@@ -57,7 +57,8 @@ func New(cfg Config, pool *pgxpool.Pool, kafka *kgo.Client, log *zap.Logger) (*R
 		return nil, fmt.Errorf("cdc config: MaxInFlight %d + SweepBatch %d exceed the Kafka client's MaxBufferedRecords %d",
 			cfg.MaxInFlight, cfg.SweepBatch, buffered)
 	}
-	pub := &publisher{kafka: kafka, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation)}
+	pub := &publisher{kafka: kafka, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation),
+		observe: cfg.ObservePublished}
 	m, err := newMetrics(pub, cfg.Slot)
 	if err != nil {
 		return nil, err
@@ -91,7 +92,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // lead runs one leadership term: the stream, the sweeper, the reaper and the slot-lag probe,
 // until one of them fails, the lock session is lost or ctx ends.
 func (r *Relay) lead(ctx context.Context, lock *pgx.Conn) error {
-	mk := newMarker(r.pool, r.cfg.MarkBatch, r.log, r.metrics)
+	mk := newMarker(r.pool, r.cfg.MarkBatch, r.cfg.MarkGather, r.log, r.metrics)
 	// The marker outlives the stream so that the records the stream drains on shutdown are
 	// still marked QUEUED.
 	mctx, mcancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -49,14 +49,28 @@ type row struct {
 	loadedAt       time.Time       // local monotonic time of the read, to advance DBNow
 }
 
-// loadSelect reads deliveries, the parts of their notification a send needs, their template's
+// loadDaySQL reads deliveries, the parts of their notification a send needs, their template's
 // content, the user's contact, push tokens and quiet hours, in one round trip. "Due" and
 // "expired" are decided here by the database clock; now() comes back so that a retry time
 // computed later can be anchored on the same clock. Push tokens are only gathered for PUSH.
-// attempts and notifications are extra conditions on the attempt log's and the notification's
-// rows, where the statement bounds them to the partitions they can be in.
-func loadSelect(attempts, notifications, where string) string {
-	return `
+//
+// It reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a batch of ids
+// travels), their notifications within the bounds $2 ≤ id < $3 (the day before theirs and
+// theirs: a delivery is made with its notification, so its id is not earlier and lies at most
+// a midnight later) and their last attempt within $4 ≤ delivery_id < $5 (their own day). Run
+// on a custom plan (loadDay), every bound is a constant when PostgreSQL plans it, so the plan
+// holds the partitions of the ids' day only (docs/architecture.md, "Partitions and
+// retention").
+//
+// The notification and the attempt are LATERAL look-ups by primary key, one per delivery,
+// whatever the statistics say. A day's partitions start empty at midnight and grow faster
+// than autovacuum analyzes them; planned as joins from those statistics, the read once built
+// a hash of every notification of the two days and scanned the attempt partition whole for
+// each delivery (an attempt condition "delivery_id = ANY($1)" priced the index at one descent
+// per id of the batch): 838 rows returned by scans per delivery in the throughput benchmark
+// (docs/benchmarks.md, "Rows read per delivery"). The LIMIT keeps PostgreSQL from turning the
+// look-ups back into joins.
+const loadDaySQL = `
 SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
@@ -66,26 +80,23 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
        c.email, c.phone, c.webhook_url, c.locale, c.time_zone,
        p.quiet_start, p.quiet_end,
        CASE WHEN d.channel = 'PUSH' THEN ` + pushtoken.NotificationJSON + ` END,
-       (SELECT a.outcome FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `
-           AND a.attempt > d.attempts_at_redrive),
-       (SELECT a.provider FROM delivery_attempt a WHERE a.delivery_id = d.id AND a.attempt = d.attempts` + attempts + `),
+       CASE WHEN a.attempt > d.attempts_at_redrive THEN a.outcome END,
+       a.provider,
        d.attempts_at_redrive
 FROM delivery d
-JOIN notification n ON n.id = d.notification_id` + notifications + `
+JOIN LATERAL (SELECT n.client_id, n.user_id, n.template, n.category, n.payload, n.recipient
+                FROM notification n
+               WHERE n.id = d.notification_id AND n.id >= $2::text::uuid AND n.id < $3::text::uuid
+               LIMIT 1) n ON true
+LEFT JOIN LATERAL (SELECT a.attempt, a.outcome, a.provider
+                     FROM delivery_attempt a
+                    WHERE a.delivery_id = d.id AND a.attempt = d.attempts
+                      AND a.delivery_id >= $4::text::uuid AND a.delivery_id < $5::text::uuid
+                    LIMIT 1) a ON true
 LEFT JOIN template t ON t.name = n.template
 LEFT JOIN user_contact c ON c.user_id = n.user_id
 LEFT JOIN user_preference p ON p.user_id = n.user_id
-WHERE ` + where
-}
-
-// loadDaySQL reads the deliveries $1 of one UTC day (ids as text, cast, as everywhere a batch
-// of ids travels), their notifications within the bounds $2 ≤ id < $3 (the day before theirs
-// and theirs: a delivery is made with its notification, so its id is not earlier and lies at
-// most a midnight later) and their attempts by the same ids. Run on a custom plan (loadDay),
-// every one of these conditions is a constant when PostgreSQL plans it, so the plan holds the
-// partitions of the ids' day only (docs/architecture.md, "Partitions and retention").
-var loadDaySQL = loadSelect(` AND a.delivery_id = ANY($1::text[]::uuid[])`,
-	` AND n.id >= $2::text::uuid AND n.id < $3::text::uuid`, `d.id = ANY($1::text[]::uuid[])`)
+WHERE d.id = ANY($1::text[]::uuid[])`
 
 // loadMany reads the deliveries of ids, one or many, one query per UTC day of the ids (almost
 // always one); an id this database does not hold (or does not show yet) is missing from the
@@ -125,7 +136,8 @@ func loadDay(ctx context.Context, pool *pgxpool.Pool, day partition.Day, ids []s
 
 // loadDayArgs are the arguments of loadDaySQL for the ids of day, the execution mode first.
 func loadDayArgs(day partition.Day, ids []string) []any {
-	return []any{pgx.QueryExecModeExec, ids, day.Add(-1).Lower().String(), day.Add(1).Lower().String()}
+	next := day.Add(1).Lower().String()
+	return []any{pgx.QueryExecModeExec, ids, day.Add(-1).Lower().String(), next, day.Lower().String(), next}
 }
 
 // expiredNow reports whether r has expired by now on the database clock: the clock read with

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/internal/pgbench"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
+	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -45,6 +47,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	defer stop()
 
 	b.ResetTimer()
+	dbBefore, scansBefore := s.dbStats(b), s.relationScans(b)
 	start := time.Now()
 	var insertedAt []time.Time // when each batch committed
 	var insertedN []int
@@ -64,6 +67,8 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	})
 	b.StopTimer()
 	stop()
+	s.logDBStats(b, dbBefore, backlog)
+	b.Logf("rows returned by scans per delivery, by relation: %s", topScans(scansBefore, s.relationScans(b), backlog, 6))
 
 	var first, last time.Time
 	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at) FROM delivery`).Scan(&first, &last))
@@ -71,7 +76,10 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	e2e := float64(backlog) / last.Sub(first).Seconds()
 	span := calls[len(calls)-1].At.Sub(calls[0].At)
 	drain := float64(len(calls)) / math.Max(span.Seconds(), 1e-3)
-	r.Add(result.Figure{Name: "deliveries/s", Value: e2e, Unit: "deliveries/s", Better: "higher", Target: "≥ 5000"})
+	r.Add(result.Figure{Name: "deliveries/s", Value: e2e, Unit: "deliveries/s", Better: "higher"})
+	tps := acceptReference(b)
+	r.Add(result.Figure{Name: "pgbench of the accept SQL", Value: tps, Unit: "tx/s", Better: "higher"})
+	r.Add(result.Figure{Name: "ratio deliveries/s ÷ pgbench tx/s", Value: e2e / tps, Unit: "ratio", Better: "higher", Target: "≥ 1.0"})
 	r.Add(result.Figure{Name: "provider calls/s (first → last call)", Value: drain, Unit: "calls/s", Better: "higher"})
 	r.Add(result.Figure{Name: "first insert → last SENT", Value: last.Sub(first).Seconds(), Unit: "s", Better: "lower"})
 	r.Add(result.Figure{Name: "insert of the backlog", Value: insertedAt[len(insertedAt)-1].Sub(start).Seconds(), Unit: "s"})
@@ -81,6 +89,8 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 		r.Note("BENCH_SCALE=%g: %d deliveries; the first and last seconds (Kafka consumers joining, the tail) weigh more in a small run, so deliveries/s is lower than at full scale", result.Scale(), backlog)
 	}
 	r.Note("herald (API, relay, dispatch) runs in the benchmark's process; PostgreSQL, Kafka and Redis share the machine's cores with it")
+	r.Note("the reference, pgbench of the accept SQL (ingest/testdata/pgbench_accept.sql, %d clients, one notification and two deliveries a transaction), "+
+		"runs right after herald's drain on a scratch database of the same cluster; the ratio is the figure to compare between machines", pgbench.Clients)
 
 	rate, left := throughputSeries(start, calls, insertedAt, insertedN)
 	r.Chart(result.Chart{File: "rate", Title: "provider calls per second", Kind: "line",
@@ -92,7 +102,20 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	b.ReportMetric(e2e, "deliveries/s")
 	b.ReportMetric(drain, "calls/s")
 	b.Logf("%d NORMAL deliveries, no rate limit, zero-latency provider: %.0f deliveries/s from the first insert to the last SENT (%s); "+
-		"%d provider calls over %s (%.0f/s)", backlog, e2e, last.Sub(first).Round(time.Millisecond), len(calls), span.Round(time.Millisecond), drain)
+		"%d provider calls over %s (%.0f/s); pgbench of the accept SQL %.0f tx/s, ratio %.2f", backlog, e2e, last.Sub(first).Round(time.Millisecond),
+		len(calls), span.Round(time.Millisecond), drain, tps, e2e/tps)
+}
+
+// acceptReference runs pgbench of the accept SQL on a scratch database of the same cluster
+// for 10 s (× BENCH_SCALE, at least 2 s) and returns its transactions per second.
+func acceptReference(b *testing.B) float64 {
+	b.Helper()
+	d := max(time.Duration(float64(10*time.Second)*result.Scale()), 2*time.Second).Round(time.Second)
+	url := stacktest.PostgresURL(b)
+	pgbench.Prepare(b, url)
+	fmt.Fprintf(os.Stderr, "[throughput] pgbench of the accept SQL, %d clients, %s\n", pgbench.Clients, d)
+	n, took := pgbench.Run(b, pgbench.Find(b), pgbench.AcceptScript(b), url, d)
+	return float64(n) / took.Seconds()
 }
 
 // throughputSeries buckets the provider calls into 1 s windows since start (calls per

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/bench/internal/benchproc"
+	"github.com/heraldhq/herald/bench/internal/pgbench"
 	benchresult "github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/heraldtest"
@@ -24,23 +21,12 @@ import (
 
 // Ingest scenario settings (see docs/benchmarks.md).
 const (
-	pgClients       = 16 // pgbench clients (-c), one connection each
 	heraldPool      = 16 // herald's --database-max-conns: as many connections as pgbench has
 	closedConns     = 32 // load generator connections, closed loop
 	openConns       = 64 // load generator connections (most requests in flight), open loop
 	maxRounds       = 5  // pgbench and the closed loop alternate in this many slices
 	phaseAtScaleOne = 10 * time.Second
 )
-
-// fixtureSQL is what ingest/testdata/pgbench_accept.sql assumes: its client id, template otp,
-// users 1..1000 with stored contacts.
-const fixtureSQL = `
-INSERT INTO api_client (id, name, key_prefix, key_hash)
-VALUES ('01a229cf-0000-7000-8000-000000000001', 'pgbench', 'hk_x', '\x00');
-INSERT INTO template (name, category, channels, content) VALUES ('otp', 'security', '{SMS,EMAIL}',
-  '{"SMS":{"default":{"text":"Your code is {{.code}}"}},"EMAIL":{"default":{"subject":"Your code","text":"Your code is {{.code}}"}}}');
-INSERT INTO user_contact (user_id, email, phone)
-SELECT i, 'u' || i || '@example.com', '+1555' || lpad(i::text, 7, '0') FROM generate_series(1, 1000) AS i;`
 
 // BenchmarkScenarioIngest measures herald's POST /api/notifications against pgbench of the
 // same SQL (ingest/testdata/pgbench_accept.sql) in one run: `herald serve --roles ingest` as
@@ -54,23 +40,18 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	phase := max(time.Duration(float64(phaseAtScaleOne)*benchresult.Scale()), 2*time.Second).Round(time.Second)
 	rounds := min(max(int(phase/(2*time.Second)), 1), maxRounds)
 	slice := phase / time.Duration(rounds)
-	pgbench := findPgbench(b)
-	script, err := filepath.Abs(filepath.Join("..", "..", "ingest", "testdata", "pgbench_accept.sql"))
-	heraldtest.Must(b, err)
+	pgbenchBin, script := pgbench.Find(b), pgbench.AcceptScript(b)
 	r := benchresult.New("ingest", "POST /api/notifications against pgbench of the same SQL")
 	r.Load = fmt.Sprintf("pgbench (%d clients) and the load generator closed loop (%d connections) alternating, %d slice(s) of %s each; "+
 		"then the load generator open loop at half the closed-loop rate for %s (%d connections at most); "+
-		"each request: one notification, two deliveries (SMS, EMAIL), stored contacts", pgClients, closedConns, rounds, slice, phase, openConns)
+		"each request: one notification, two deliveries (SMS, EMAIL), stored contacts", pgbench.Clients, closedConns, rounds, slice, phase, openConns)
 
 	dbURL := stacktest.PostgresURL(b)
 	ctx := context.Background()
+	pgbench.Prepare(b, dbURL)
 	pool, err := pgpool.New(ctx, dbURL, 0)
 	heraldtest.Must(b, err)
 	b.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, fixtureSQL)
-	heraldtest.Must(b, err)
-	_, err = pool.Exec(ctx, `VACUUM ANALYZE`)
-	heraldtest.Must(b, err)
 	client, err := apikey.CreateAPIClient(ctx, pool, "bench", []apikey.Scope{apikey.ScopeOperator})
 	heraldtest.Must(b, err)
 	pool.Close()
@@ -100,8 +81,8 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	var slices [2]benchresult.Series
 	slices[0].Name, slices[1].Name = "pgbench tx/s", "herald POST/s"
 	for i := 1; i <= rounds; i++ {
-		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: pgbench, %d clients, %s\n", i, rounds, pgClients, slice)
-		n, took := runPgbench(b, pgbench, script, dbURL, slice)
+		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: pgbench, %d clients, %s\n", i, rounds, pgbench.Clients, slice)
+		n, took := pgbench.Run(b, pgbenchBin, script, dbURL, slice)
 		pgTx, pgTime = pgTx+n, pgTime+took
 		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: load generator closed loop, %d connections, %s\n", i, rounds, closedConns, slice)
 		closed := o
@@ -160,52 +141,4 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	b.ReportMetric(float64(res.hist.ValueAtQuantile(99))/1000, "p99-ms")
 	b.Logf("pgbench %.0f tx/s, herald %.0f POST/s (ratio %.2f, target ≥ 0.6); open loop at %.0f/s: p50 %.2f ms, p99 %.2f ms (target ≤ 25 ms)",
 		tps, posts, posts/tps, half, float64(res.hist.ValueAtQuantile(50))/1000, float64(res.hist.ValueAtQuantile(99))/1000)
-}
-
-var (
-	pgbenchTx  = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
-	pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
-)
-
-// runPgbench runs the script for d and returns the transactions it processed and the time
-// they took (pgbench's own, without its connection setup: n ÷ tps).
-func runPgbench(b *testing.B, pgbench, script, dbURL string, d time.Duration) (int64, time.Duration) {
-	b.Helper()
-	cmd := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(pgClients), "-j", "2",
-		"-T", strconv.Itoa(int(d.Seconds())), "-f", script, dbURL)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("pgbench: %v\n%s", err, out.String())
-	}
-	m := pgbenchTx.FindStringSubmatch(out.String())
-	if m == nil {
-		b.Fatalf("pgbench printed no transaction count:\n%s", out.String())
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	heraldtest.Must(b, err)
-	t := pgbenchTPS.FindStringSubmatch(out.String())
-	if t == nil {
-		b.Fatalf("pgbench printed no tps:\n%s", out.String())
-	}
-	tps, err := strconv.ParseFloat(t[1], 64)
-	heraldtest.Must(b, err)
-	if n == 0 || tps <= 0 {
-		b.Fatalf("pgbench processed no transaction:\n%s", out.String())
-	}
-	return n, time.Duration(float64(n) / tps * float64(time.Second))
-}
-
-// findPgbench returns pgbench from PATH or from the PostgreSQL the local stack runs
-// (deploy/local/stack.sh: /usr/lib/postgresql/15/bin).
-func findPgbench(b *testing.B) string {
-	if p, err := exec.LookPath("pgbench"); err == nil {
-		return p
-	}
-	const stack = "/usr/lib/postgresql/15/bin/pgbench"
-	if _, err := os.Stat(stack); err == nil {
-		return stack
-	}
-	b.Fatal("pgbench not found in PATH nor in /usr/lib/postgresql/15/bin: install PostgreSQL's client tools")
-	return ""
 }

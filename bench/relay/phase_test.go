@@ -34,6 +34,8 @@ type latency struct {
 	ack       *hdrhistogram.Histogram // COMMIT returned → Kafka acknowledged the record
 	load      openloop.Stats
 	invisible int // rows not visible when the phase gave up waiting
+	// stages splits commit → Kafka ack for herald's relay (nil for the others).
+	stages *breakdown
 	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
 	// other databases' included: a logical replication slot reads all of it.
 	walRate float64
@@ -76,6 +78,10 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	deadline := time.Now().Add(tail)
 	s.waitVisible(rows, deadline)
 	out.walRate = float64(s.walLSN(b)-wal0) / time.Since(t0).Seconds()
+	if s.stages != nil {
+		bd := s.stages.breakdown(rows)
+		out.stages = &bd
+	}
 	for _, r := range rows {
 		at, ok := s.watch.visible(r.id)
 		if !ok {

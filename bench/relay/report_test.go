@@ -38,6 +38,10 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		Add(result.Figure{Group: s.name, Name: name + " not visible", Value: float64(l.invisible), Unit: "count", Better: "lower"}).
 		Add(result.Figure{Group: s.name, Name: name + " cluster WAL", Value: l.walRate / 1e6, Unit: "MB/s"})
 	addSeries(res, chartCDF, result.CDF(fmt.Sprintf("%s %d/s", s.name, l.rate), l.fromDue))
+	if l.stages != nil {
+		l.stages.add(res, s.name, name)
+		b.Logf("%s at %d rows/s, commit → Kafka ack from the relay: %s", s.name, l.rate, l.stages)
+	}
 	if l.load.Rate() < 0.95*float64(l.rate) {
 		res.Note("The generator did not hold %d rows/s for %s: it achieved %.0f rows/s and fell up to %v behind its schedule "+
 			"(%d inserts started over 1 ms late; %d due too late to start before the phase ended were not sent); "+

@@ -30,7 +30,8 @@ type system struct {
 	topics   map[herald.Priority]string
 	brokers  []string
 	watch    *watcher
-	acks     *acks // when the relay's records were acknowledged
+	acks     *acks   // when the relay's records were acknowledged
+	stages   *stages // herald's relay only: each record's way out, from the relay
 	// start runs the relay until stop is called; it returns once the relay is ready to
 	// publish what is committed from then on.
 	start func(tb testing.TB) (stop func())
@@ -70,12 +71,14 @@ func newPool(tb testing.TB, url string, conns int32) *pgxpool.Pool {
 func heraldSystem(tb testing.TB) *system {
 	tb.Helper()
 	s := newSystem(tb, "herald relay")
+	s.stages = newStages()
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 4)
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
 		heraldtest.Must(tb, err)
-		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics}, relayPool, kcl, zap.NewNop())
+		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics,
+			ObservePublished: s.stages.observe}, relayPool, kcl, zap.NewNop())
 		heraldtest.Must(tb, err)
 		return run(tb, r.Run, kcl, func() bool { return streaming(tb, s.pool, slot) })
 	}

@@ -10,4 +10,9 @@ var (
 	RecordBatchSQLForTest  = recordBatchSQL
 	ClaimBatchArgsForTest  = claimBatchArgs
 	RecordBatchArgsForTest = recordBatchArgs
+	ReapQueuedSQLForTest   = reapQueuedSQL
+	InsertSQLForTest       = insertSQL
+	InsertArgsForTest      = insertArgs
+	MarkQueuedSQLForTest   = markQueuedSQL
+	MarkQueuedArgsForTest  = markQueuedArgs
 )

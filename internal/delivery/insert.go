@@ -80,6 +80,18 @@ SELECT count(*) FROM n`
 // It lets a caller send several inserts in one round trip (deliverytest's fixtures do); Insert
 // runs one on its own, and is what ingest's accept calls.
 func QueueInsert(b *pgx.Batch, n Notification, inserted *bool) {
+	b.Queue(insertSQL, insertArgs(n)...).QueryRow(func(row pgx.Row) error {
+		var count int
+		if err := row.Scan(&count); err != nil {
+			return fmt.Errorf("insert notification %s: %w", n.ID, err)
+		}
+		*inserted = count == 1
+		return nil
+	})
+}
+
+// insertArgs are the arguments of insertSQL for n.
+func insertArgs(n Notification) []any {
 	ids := make([]pgtype.UUID, len(n.Deliveries))
 	channels := make([]string, len(n.Deliveries))
 	for i, d := range n.Deliveries {
@@ -92,18 +104,9 @@ func QueueInsert(b *pgx.Batch, n Notification, inserted *bool) {
 	if n.Payload != nil {
 		payload = n.Payload
 	}
-	b.Queue(insertSQL,
-		pgtype.UUID{Bytes: n.ID, Valid: true}, n.ClientID, n.IdempotencyKey, n.RequestHash, n.UserID, n.Template,
+	return []any{pgtype.UUID{Bytes: n.ID, Valid: true}, n.ClientID, n.IdempotencyKey, n.RequestHash, n.UserID, n.Template,
 		n.Category, payload, recipient, string(n.Priority), nullable(n.Traceparent), n.SendAt,
-		n.ExpiresAt, n.Response, ids, channels, n.NextAttemptAt,
-	).QueryRow(func(row pgx.Row) error {
-		var count int
-		if err := row.Scan(&count); err != nil {
-			return fmt.Errorf("insert notification %s: %w", n.ID, err)
-		}
-		*inserted = count == 1
-		return nil
-	})
+		n.ExpiresAt, n.Response, ids, channels, n.NextAttemptAt}
 }
 
 // Insert writes n and its deliveries (insertSQL). It returns false when the Idempotency-Key

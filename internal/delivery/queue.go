@@ -46,15 +46,8 @@ func MarkQueued(ctx context.Context, db DB, vs []Version) (map[string]struct{}, 
 	if len(vs) == 0 {
 		return map[string]struct{}{}, nil
 	}
-	ids := make([]string, len(vs))
-	attempts := make([]int32, len(vs))
-	next := make([]time.Time, len(vs))
-	updated := make([]time.Time, len(vs))
-	for i, v := range vs {
-		ids[i], attempts[i], next[i], updated[i] = v.ID, int32(v.Attempts), v.NextAttemptAt, v.UpdatedAt
-	}
 	changed := make(map[string]struct{}, len(vs))
-	rows, err := db.Query(ctx, markQueuedSQL, ids, attempts, next, updated)
+	rows, err := db.Query(ctx, markQueuedSQL, markQueuedArgs(vs)...)
 	if err != nil {
 		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(vs), vs[0].ID, err)
 	}
@@ -70,4 +63,16 @@ func MarkQueued(ctx context.Context, db DB, vs []Version) (map[string]struct{}, 
 		return nil, fmt.Errorf("mark %d deliveries queued (first %s): %w", len(vs), vs[0].ID, err)
 	}
 	return changed, nil
+}
+
+// markQueuedArgs are the arguments of markQueuedSQL for vs.
+func markQueuedArgs(vs []Version) []any {
+	ids := make([]string, len(vs))
+	attempts := make([]int32, len(vs))
+	next := make([]time.Time, len(vs))
+	updated := make([]time.Time, len(vs))
+	for i, v := range vs {
+		ids[i], attempts[i], next[i], updated[i] = v.ID, int32(v.Attempts), v.NextAttemptAt, v.UpdatedAt
+	}
+	return []any{ids, attempts, next, updated}
 }

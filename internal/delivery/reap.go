@@ -14,9 +14,11 @@ import (
 // over. The row keeps its (past) next_attempt_at, so the new version is due at write time and
 // the stream publishes it again: the reaper itself never talks to Kafka.
 //
-// The inner SELECT walks delivery_in_flight (partial on QUEUED/SENDING, by updated_at) and
-// skips rows a worker is claiming right now; the outer UPDATE is the compare-and-set: a row
+// The inner SELECT walks delivery_queued_by_priority (partial on QUEUED, by priority and
+// updated_at) as a range scan of the priority's rows older than the bound, and skips rows a worker is claiming right now; the outer UPDATE is the compare-and-set: a row
 // claimed or rewritten since the SELECT no longer matches its updated_at and is left alone.
+// The UPDATE finds the selected rows by their ids as an array (one primary-key look-up each):
+// joined on the CTE alone, PostgreSQL hashed it against every QUEUED row of the partition.
 const reapQueuedSQL = `
 WITH stale AS (
     SELECT id, updated_at
@@ -30,7 +32,7 @@ WITH stale AS (
 UPDATE delivery AS d
    SET status = 'PENDING'
   FROM stale
- WHERE d.id = stale.id AND d.status = 'QUEUED' AND d.updated_at = stale.updated_at`
+ WHERE d.id = ANY(ARRAY(SELECT id FROM stale)) AND d.id = stale.id AND d.status = 'QUEUED' AND d.updated_at = stale.updated_at`
 
 // ReapQueued returns at most limit QUEUED rows of priority p past lease, or marked QUEUED
 // before watermark (nil: unknown), to PENDING (reapQueuedSQL), and returns how many.
@@ -48,12 +50,14 @@ func ReapQueued(ctx context.Context, db DB, p herald.Priority, lease time.Durati
 // claim incremented it); ON CONFLICT DO NOTHING keeps an outcome the worker did manage to
 // write. What to do with an ambiguous attempt is dispatch's policy, applied when it claims
 // the row again. The compare-and-set is on (SENDING, attempts, updated_at) as selected: a
-// worker that recorded its outcome in between keeps it.
+// worker that recorded its outcome in between keeps it. "attempts > 0" (true of every SENDING
+// row: a claim counts its attempt) is delivery_sending's predicate (migration 00130), which
+// only this query states, so that the outcome's UPDATE never reads that index.
 var reapSendingSQL = `
 WITH stale AS (
     SELECT id, attempts, updated_at
       FROM delivery
-     WHERE status = 'SENDING'
+     WHERE status = 'SENDING' AND attempts > 0
        AND updated_at < now() - make_interval(secs => $1)
      ORDER BY updated_at
      LIMIT $2

@@ -261,3 +261,35 @@ var (
 	_ delivery.DB = (*pgx.Conn)(nil)
 	_ delivery.DB = pgx.Tx(nil)
 )
+
+// TestReapPassReadsOnlyItsPriority: with 5,000 QUEUED NORMAL rows marked before the
+// watermark, a reaper pass for HIGH (which has none) reads no NORMAL row, and a pass for
+// NORMAL reads its batch: each pass is a range scan of its own priority's QUEUED rows. On one
+// index over QUEUED and SENDING by updated_at, the HIGH pass read all 5,000.
+func TestReapPassReadsOnlyItsPriority(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	client := deliverytest.Client(t, pool)
+	deliverytest.Backlog(t, pool, 5000, deliverytest.Spec{ClientID: client, Status: herald.StatusQueued, Priority: herald.PriorityNormal})
+	_, err := pool.Exec(ctx, `ANALYZE delivery`)
+	require.NoError(t, err)
+	watermark := time.Now().Add(time.Minute)
+	for _, c := range []struct {
+		p    herald.Priority
+		most float64
+	}{{herald.PriorityHigh, 0}, {herald.PriorityNormal, 100}} {
+		reads := deliverytest.ScanReads(t, pool, delivery.ReapQueuedSQLForTest, string(c.p), time.Hour.Seconds(), 100, watermark)
+		total := 0.0
+		for _, n := range reads {
+			total += n
+		}
+		require.LessOrEqual(t, total, c.most+100, "rows read by a %s reaper pass: %v", c.p, reads)
+	}
+	n, err := delivery.ReapQueued(ctx, pool, herald.PriorityHigh, time.Hour, 100, &watermark)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = delivery.ReapQueued(ctx, pool, herald.PriorityNormal, time.Hour, 100, &watermark)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, n)
+}

@@ -102,3 +102,33 @@ func InsertAt(t testing.TB, db delivery.DB, client string, nAt, dAt time.Time) (
 	require.True(t, ok)
 	return nid.String(), did.String()
 }
+
+// ScanReads runs EXPLAIN (ANALYZE, FORMAT JSON) of sql with args (as PlannedRelations) in a
+// transaction it rolls back, and returns, per relation, the rows its scan nodes read:
+// returned plus removed by a filter or an index recheck, times the node's loops. It is what a
+// test holds a statement's reads to, independently of the plan's shape.
+func ScanReads(t testing.TB, db Beginner, sql string, args ...any) map[string]float64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // a read-only look: nothing to keep
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan))
+	var doc []map[string]any
+	require.NoError(t, json.Unmarshal(plan, &doc))
+	out := map[string]float64{}
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		num := func(k string) float64 { v, _ := node[k].(float64); return v }
+		if r, ok := node["Relation Name"].(string); ok {
+			out[r] += (num("Actual Rows") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck")) * num("Actual Loops")
+		}
+		children, _ := node["Plans"].([]any)
+		for _, c := range children {
+			walk(c.(map[string]any))
+		}
+	}
+	walk(doc[0]["Plan"].(map[string]any))
+	return out
+}

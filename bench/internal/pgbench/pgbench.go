@@ -1,0 +1,103 @@
+// Package pgbench runs PostgreSQL's pgbench with herald's accept SQL
+// (ingest/testdata/pgbench_accept.sql) on a scratch database: the reference that the ingest
+// and throughput scenarios divide their figures by, measured in the same run.
+package pgbench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/internal/heraldtest"
+	"github.com/heraldhq/herald/internal/pgpool"
+)
+
+// Clients is the number of pgbench clients (-c), one connection each.
+const Clients = 16
+
+// Fixture is what the accept script assumes: its client id, template otp, users 1..1000 with
+// stored contacts.
+const Fixture = `
+INSERT INTO api_client (id, name, key_prefix, key_hash)
+VALUES ('01a229cf-0000-7000-8000-000000000001', 'pgbench', 'hk_x', '\x00');
+INSERT INTO template (name, category, channels, content) VALUES ('otp', 'security', '{SMS,EMAIL}',
+  '{"SMS":{"default":{"text":"Your code is {{.code}}"}},"EMAIL":{"default":{"subject":"Your code","text":"Your code is {{.code}}"}}}');
+INSERT INTO user_contact (user_id, email, phone)
+SELECT i, 'u' || i || '@example.com', '+1555' || lpad(i::text, 7, '0') FROM generate_series(1, 1000) AS i;`
+
+// Prepare loads Fixture into the database at dbURL and analyzes it.
+func Prepare(tb testing.TB, dbURL string) {
+	tb.Helper()
+	ctx := context.Background()
+	pool, err := pgpool.New(ctx, dbURL, 0)
+	heraldtest.Must(tb, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, Fixture)
+	heraldtest.Must(tb, err)
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE`)
+	heraldtest.Must(tb, err)
+}
+
+// AcceptScript is the path of ingest/testdata/pgbench_accept.sql for a benchmark whose
+// package lies two directories below the repository's root (bench/<name>).
+func AcceptScript(tb testing.TB) string {
+	tb.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "ingest", "testdata", "pgbench_accept.sql"))
+	heraldtest.Must(tb, err)
+	return script
+}
+
+var (
+	txCount = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
+	tps     = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+)
+
+// Run runs script with Clients clients for d (whole seconds) and returns the transactions it
+// processed and the time they took (pgbench's own, without its connection setup: n ÷ tps).
+func Run(tb testing.TB, bin, script, dbURL string, d time.Duration) (int64, time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(bin, "-n", "-M", "prepared", "-c", strconv.Itoa(Clients), "-j", "2",
+		"-T", strconv.Itoa(int(d.Seconds())), "-f", script, dbURL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("pgbench: %v\n%s", err, out.String())
+	}
+	m := txCount.FindStringSubmatch(out.String())
+	if m == nil {
+		tb.Fatalf("pgbench printed no transaction count:\n%s", out.String())
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	heraldtest.Must(tb, err)
+	t := tps.FindStringSubmatch(out.String())
+	if t == nil {
+		tb.Fatalf("pgbench printed no tps:\n%s", out.String())
+	}
+	rate, err := strconv.ParseFloat(t[1], 64)
+	heraldtest.Must(tb, err)
+	if n == 0 || rate <= 0 {
+		tb.Fatalf("pgbench processed no transaction:\n%s", out.String())
+	}
+	return n, time.Duration(float64(n) / rate * float64(time.Second))
+}
+
+// Find returns pgbench from PATH or from the PostgreSQL the local stack runs
+// (deploy/local/stack.sh: /usr/lib/postgresql/15/bin).
+func Find(tb testing.TB) string {
+	tb.Helper()
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p
+	}
+	const stack = "/usr/lib/postgresql/15/bin/pgbench"
+	if _, err := os.Stat(stack); err == nil {
+		return stack
+	}
+	tb.Fatal("pgbench not found in PATH nor in /usr/lib/postgresql/15/bin: install PostgreSQL's client tools")
+	return ""
+}

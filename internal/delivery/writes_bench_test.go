@@ -1,0 +1,111 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/delivery"
+	"github.com/heraldhq/herald/internal/delivery/deliverytest"
+	"github.com/heraldhq/herald/internal/stacktest"
+)
+
+// writeCost is what one statement cost PostgreSQL, from EXPLAIN (ANALYZE, WAL): the WAL its
+// plan wrote (heap, indexes and their full-page images; not the commit record nor the
+// deferred status-event trigger, which runs at commit) and its execution time.
+type writeCost struct {
+	records, fpi, bytes float64
+	exec                time.Duration
+}
+
+func (c *writeCost) add(o writeCost) {
+	c.records, c.fpi, c.bytes, c.exec = c.records+o.records, c.fpi+o.fpi, c.bytes+o.bytes, c.exec+o.exec
+}
+
+// explainWrite runs sql with args under EXPLAIN (ANALYZE, WAL, FORMAT JSON), in its own
+// transaction, which commits (the next transition needs its rows).
+func explainWrite(b *testing.B, pool *pgxpool.Pool, sql string, args ...any) writeCost {
+	b.Helper()
+	var plan []byte
+	require.NoError(b, pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, WAL, FORMAT JSON) "+sql, args...).Scan(&plan))
+	var doc []struct {
+		Plan struct {
+			Records float64 `json:"WAL Records"`
+			FPI     float64 `json:"WAL FPI"`
+			Bytes   float64 `json:"WAL Bytes"`
+		}
+		Execution float64 `json:"Execution Time"`
+	}
+	require.NoError(b, json.Unmarshal(plan, &doc))
+	p := doc[0].Plan
+	return writeCost{records: p.Records, fpi: p.FPI, bytes: p.Bytes, exec: time.Duration(doc[0].Execution * float64(time.Millisecond))}
+}
+
+// BenchmarkWritesPerDelivery measures, per delivery, what each write on a delivery's way
+// costs PostgreSQL: the accept's insert (its key, notification and one SMS delivery, one
+// statement per notification as ingest runs it), the relay's QUEUED mark, dispatch's claim and
+// its outcome (SENT, with the attempt row), the last three as herald batches them (100 rows a
+// statement). Each op is one batch of 100 deliveries through the four writes.
+//
+//	go test -run '^$' -bench WritesPerDelivery -benchtime 20x ./internal/delivery
+func BenchmarkWritesPerDelivery(b *testing.B) {
+	pool := stacktest.Postgres(b)
+	client := deliverytest.Client(b, pool)
+	const batch = 100
+	names := []string{"insert", "mark QUEUED", "claim", "record SENT"}
+	costs := make([]writeCost, len(names))
+	for range b.N {
+		vs := make([]delivery.Version, 0, batch)
+		for range batch {
+			nid, did := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+			costs[0].add(explainWrite(b, pool, delivery.InsertSQLForTest, delivery.InsertArgsForTest(delivery.Notification{
+				ID: nid, ClientID: client, IdempotencyKey: nid.String(), RequestHash: []byte{0}, UserID: 1, Template: "bench",
+				Category: "bench", Priority: herald.PriorityNormal, Response: []byte(`{}`), Recipient: []byte(`{"phone":"+15550000000"}`),
+				Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+				Deliveries:  []delivery.New{{ID: did, Channel: herald.ChannelSMS}},
+			})...))
+			vs = append(vs, deliverytest.Version(b, pool, did.String()))
+		}
+		costs[1].add(explainWrite(b, pool, delivery.MarkQueuedSQLForTest, delivery.MarkQueuedArgsForTest(vs)...))
+		seen := make([]delivery.Seen, len(vs))
+		rs := make([]delivery.Recording, len(vs))
+		for i, v := range vs {
+			seen[i] = delivery.Seen{ID: v.ID}
+			rs[i] = delivery.Recording{ID: v.ID, Attempt: 1, StartedAt: time.Now(),
+				Outcome: delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: "sms:bench", ProviderID: "SM0123456789"}}
+		}
+		costs[2].add(explainWrite(b, pool, delivery.ClaimBatchSQLForTest, delivery.ClaimBatchArgsForTest(seen)...))
+		args, err := delivery.RecordBatchArgsForTest(rs)
+		require.NoError(b, err)
+		costs[3].add(explainWrite(b, pool, delivery.RecordBatchSQLForTest, args...))
+	}
+	n := float64(b.N * batch)
+	var total writeCost
+	for i, c := range costs {
+		total.add(c)
+		b.ReportMetric(c.bytes/n, fmt.Sprintf("WAL-B/%s", nameUnit(names[i])))
+		b.Logf("%-12s per delivery: %.1f WAL records (%.2f full-page images), %.0f WAL bytes, %.1f µs executing",
+			names[i], c.records/n, c.fpi/n, c.bytes/n, float64(c.exec.Microseconds())/n)
+	}
+	b.Logf("%-12s per delivery: %.1f WAL records (%.2f full-page images), %.0f WAL bytes, %.1f µs executing",
+		"all four", total.records/n, total.fpi/n, total.bytes/n, float64(total.exec.Microseconds())/n)
+}
+
+// nameUnit makes a write's name a metric unit (no spaces).
+func nameUnit(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == ' ' {
+			r = '-'
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
