@@ -98,17 +98,32 @@ func (c *consumer) enqueue(ctx context.Context, recs []*kgo.Record) error {
 	}
 }
 
-// close commits what was marked and leaves the group, within 5 s together: on a loaded broker
-// a leave can wait on the coordinator, and the process's shutdown budget is not the group's to
-// spend (an unfinished leave costs the group a session timeout, no events).
-func (c *consumer) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.cl.CommitMarkedOffsets(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		c.r.log.Warn("final commit", zap.Error(err))
+// close commits what was marked and leaves the group, within budget: on a loaded broker a
+// leave can wait on the coordinator (and franz-go's Close waits for the leave), and the
+// process's shutdown budget is not the group's to spend. Past the budget the close goes on in
+// the background while the process exits: the broker then drops this member after its
+// session timeout, and events consumed but not committed are read again by the next member,
+// where their messages already exist (Enqueue: ON CONFLICT DO NOTHING).
+func (c *consumer) close(budget time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		if err := c.cl.CommitMarkedOffsets(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			c.r.log.Warn("final commit", zap.Error(err))
+		}
+		if err := c.cl.LeaveGroupContext(ctx); err != nil {
+			c.r.log.Warn("leave group", zap.Error(err))
+		}
+		c.cl.Close()
+	}()
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.r.log.Warn("leaving the consumer group takes longer than the shutdown allows; the broker drops this member after its session timeout",
+			zap.Duration("budget", budget))
 	}
-	if err := c.cl.LeaveGroupContext(ctx); err != nil {
-		c.r.log.Warn("leave group", zap.Error(err))
-	}
-	c.cl.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
@@ -55,8 +56,13 @@ func New(cfg Config, pool *pgxpool.Pool, secrets Secrets, log *zap.Logger) (*Rol
 	return r, nil
 }
 
+// closeMin is the least time the consumer's close gets once the POSTs in flight took the
+// whole shutdown budget.
+const closeMin = 500 * time.Millisecond
+
 // Run consumes the events topic and delivers until ctx ends, then waits up to
-// ShutdownTimeout for the POSTs in flight and hands back what it held unsent.
+// ShutdownTimeout for the POSTs in flight and the group's leave, and hands back what it
+// held unsent.
 func (r *Role) Run(ctx context.Context) error {
 	defer r.client.CloseIdleConnections()
 	c, err := r.newConsumer()
@@ -68,8 +74,10 @@ func (r *Role) Run(ctx context.Context) error {
 	g.Go(func() error { return r.sweep(gctx) })
 	g.Go(func() error { return r.watchHealth(gctx) })
 	err = g.Wait()
+	// One budget for the POSTs in flight and the group's leave.
+	deadline := time.Now().Add(r.cfg.ShutdownTimeout)
 	r.queues.stop(r.cfg.ShutdownTimeout)
-	c.close()
+	c.close(max(time.Until(deadline), closeMin))
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

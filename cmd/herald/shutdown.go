@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -88,6 +89,8 @@ func (w *watchdog) watch(ctx context.Context) {
 	w.log.Error("shutdown timeout passed: exiting, abandoning what is still running",
 		zap.Duration("shutdown_timeout", w.timeout), zap.Strings("abandoned", running))
 	_ = w.log.Sync()
+	// Where what was abandoned waits, as Go's SIGQUIT would print it (grouped by stack).
+	_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 	w.exit(1)
 }
 
