@@ -285,7 +285,7 @@ func (w *childWriter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (w *childWriter) OnEnd(sp sdktrace.ReadOnlySpan) {
 	attrs := map[string]string{}
 	for _, kv := range sp.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	w.write(childLine{Span: &childSpan{Name: sp.Name(), TraceID: sp.SpanContext().TraceID().String(),
 		SpanID: sp.SpanContext().SpanID().String(), Parent: sp.Parent().SpanID().String(),
