@@ -68,6 +68,8 @@ type options struct {
 	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
 	tracer *sdktrace.TracerProvider
 	// eventsOff: herald's sessions write no status events (herald serve --events=false).
+	// BENCH_EVENTS=off sets it for every benchmark, to compare with a herald from before the
+	// status events.
 	eventsOff bool
 	// highProcess: the HIGH lane runs in a process of its own with a CPU share of its own
 	// (high_process_test.go), this process's dispatcher NORMAL and LOW.
@@ -84,7 +86,7 @@ func startStack(b *testing.B, o options) *stack {
 	// Pools as herald serve sizes them: one for ingest (and the expander), one for dispatch
 	// with a connection per lane worker and four more, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
-	if o.eventsOff {
+	if o.eventsOff || os.Getenv("BENCH_EVENTS") == "off" {
 		dbURL = withEventsOff(b, dbURL)
 	}
 	s := &stack{pool: newPool(b, dbURL, o.poolConns), cancel: cancel}
