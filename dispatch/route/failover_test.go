@@ -60,7 +60,10 @@ func TestFailoverHighDuringTotalOutage(t *testing.T) {
 		}
 		if len(as) == 2 {
 			movedHere++
-			require.Equal(t, []int{1}, published[id], "%s: the retry on the standby was made by the worker whose call failed", id)
+			// Attempt 1 may have been published twice on a loaded machine (the reaper returns a
+			// QUEUED row past its lease; dispatch drops the stale copy); attempt 2 never was.
+			require.Contains(t, published[id], 1, id)
+			require.NotContains(t, published[id], 2, "%s: the retry on the standby was made by the worker whose call failed", id)
 		}
 	}
 	require.Positive(t, movedHere, "some HIGH deliveries met the primary first")
@@ -149,10 +152,12 @@ func testAmbiguous(t *testing.T, cfg Config, want map[herald.Priority]string) {
 			require.Equal(t, "sms:twilio", as[0].Provider)
 			require.Equal(t, "SENT", as[1].Outcome)
 			require.Equal(t, want[p], as[1].Provider, "%s's ambiguous retry", p)
+			// Which attempts had a record, not how many: a loaded relay may publish one twice.
+			require.Contains(t, published[id], 1, "%s %s", p, id)
 			if want[p] == as[0].Provider {
-				require.Equal(t, []int{1, 2}, published[id], "%s %s: a retry on its account goes back through PENDING", p, id)
+				require.Contains(t, published[id], 2, "%s %s: a retry on its account goes back through PENDING", p, id)
 			} else {
-				require.Equal(t, []int{1}, published[id], "%s %s: a move is made at once by the worker", p, id)
+				require.NotContains(t, published[id], 2, "%s %s: a move is made at once by the worker", p, id)
 			}
 		}
 	}
