@@ -70,6 +70,24 @@ func (s jaegerSpan) parent() string {
 	return ""
 }
 
+// chainToRoot reports whether every span from sp up to the trace's root is in spans.
+func chainToRoot(spans map[string][]jaegerSpan, sp jaegerSpan) bool {
+	byID := map[string]jaegerSpan{}
+	for _, list := range spans {
+		for _, s := range list {
+			byID[s.SpanID] = s
+		}
+	}
+	for sp.parent() != "" {
+		p, ok := byID[sp.parent()]
+		if !ok {
+			return false
+		}
+		sp = p
+	}
+	return true
+}
+
 func (s jaegerSpan) tag(key string) string {
 	for _, tg := range s.Tags {
 		if tg.Key == key {
@@ -197,7 +215,9 @@ func TestJaegerOneTraceFromAPIToProvider(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		// A stale record's dispatch.deliver (the second of the two publishes) may arrive
+		// before the one above the provider call, which ends last: wait for that chain too.
+		return chainToRoot(spans, spans[providerSpan][0])
 	})
 	// The chain is walked from the one provider call up, parent by parent: a duplicate
 	// record (a sweeper's publish, a redelivery) may add spans that end early, but only one
