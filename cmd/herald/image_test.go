@@ -171,6 +171,7 @@ func TestContainerImage(t *testing.T) {
 	require.Equal(t, "herald "+version, strings.TrimSpace(run("version")))
 	out, err := podman("run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "true").CombinedOutput()
 	require.Error(t, err, "the image has a shell: %s", out)
+	require.Regexp(t, `(?i)/bin/sh.*(no such file|not found)`, string(out), "podman's refusal names the missing shell")
 	user := strings.TrimSpace(podmanOutput(t, "image", "inspect", "--format", "{{.Config.User}}", image))
 	require.Equal(t, fmt.Sprintf("%d:%d", imageUser, imageUser), user)
 
@@ -249,6 +250,14 @@ func TestContainerImage(t *testing.T) {
 	}
 	require.Len(t, twilio, 1, "the simulator's delivered Twilio requests")
 	require.Equal(t, deliveryID, twilio[0].Key, "the simulator's record names the delivery")
+
+	// The other roles of the same image: the notification's timeline from the database, and
+	// a re-drive through the API (a dry run that finds nothing failed).
+	timeline := run("trace", "--database-url", st.dsn, ans.ID)
+	require.Contains(t, timeline, deliveryID)
+	require.Contains(t, timeline, "SENT")
+	require.Contains(t, run("redrive", "--api-url", base, "--api-key", key, "--status", "FAILED",
+		"--from", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "--yes"), "nothing to re-drive")
 
 	// A graceful stop: SIGTERM through podman reaches herald, which exits 0.
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))

@@ -17,18 +17,16 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 )
 
-// roles are herald serve's roles, one Deployment each.
-var roles = []string{"ingest", "relay", "dispatch"}
-
 // TestValueSetsRenderAndDecode renders every value set, decodes every object strictly, and
-// checks what every set must have: one Deployment per role running only that role, the
-// probes on the admin port, the security context, resources, credentials from a Secret.
+// checks what every set must have: one Deployment per role of herald serve (cmd/herald's
+// allRoles) running only that role, the probes on the admin port, the security context,
+// resources, credentials from a Secret.
 func TestValueSetsRenderAndDecode(t *testing.T) {
 	for _, set := range valueSets {
 		t.Run(set, func(t *testing.T) {
 			o := decode(t, render(t, values(t, set)))
 			require.Empty(t, o.byKind["Secret"], "the chart inlines no Secret")
-			for _, role := range roles {
+			for _, role := range heraldRoles(t) {
 				d := get[*appsv1.Deployment](t, o, "Deployment", "herald-"+role)
 				checkPod(t, d.Spec.Template.Spec, "herald-"+role)
 				c := d.Spec.Template.Spec.Containers[0]
@@ -246,7 +244,7 @@ func TestHighDispatcherOfItsOwn(t *testing.T) {
 // with egress rules, DNS and the rules given.
 func TestNetworkPolicy(t *testing.T) {
 	o := decode(t, render(t, values(t, "ha")))
-	for _, role := range roles {
+	for _, role := range heraldRoles(t) {
 		np := get[*networkingv1.NetworkPolicy](t, o, "NetworkPolicy", "herald-"+role)
 		require.Equal(t, role, np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"])
 		var ports []int32
@@ -325,11 +323,42 @@ func TestRefusedValues(t *testing.T) {
 		{"config.HERALD_ROLES", "ingest", "config.HERALD_ROLES is set by the chart"},
 		{"dispatch.config.HERALD_KAFKA_BROKERS", "x:9092", "dispatch.config.HERALD_KAFKA_BROKERS is set by the chart"},
 		{"dispatchHigh.config.HERALD_LANES", "HIGH,NORMAL", "dispatchHigh.config.HERALD_LANES is set by the chart"},
+		{"events.config.HERALD_EVENTS_TOPIC", "other.events", "events.config.HERALD_EVENTS_TOPIC is set by the chart"},
+		{"config.HERALD_EVENTS_GROUP", "other-events", "config.HERALD_EVENTS_GROUP is set by the chart"},
+		{"relay.config.HERALD_EVENTS_PARTITIONS", "12", "relay.config.HERALD_EVENTS_PARTITIONS is set by the chart"},
+		// Loopback webhook URLs would reach the pod's own listeners (the admin port among them).
+		{"events.config.HERALD_WEBHOOK_ALLOW_LOOPBACK", "true", "events.config.HERALD_WEBHOOK_ALLOW_LOOPBACK: in a pod, loopback is herald's own listeners"},
+		{"config.HERALD_WEBHOOK_ALLOW_LOOPBACK", "1", "config.HERALD_WEBHOOK_ALLOW_LOOPBACK: in a pod"},
 		{"config.KAFKA_TLS", "true", "only HERALD_* and OTEL_*"},
+		// Credentials inline in config: plain env values in the Deployments.
+		{"config.HERALD_DATABASE_URL", "postgres://herald:s3cret@db.internal:5432/herald?sslmode=verify-full",
+			"config.HERALD_DATABASE_URL carries a password: put the URL in the Secret named by existingSecret"},
+		{"relay.config.HERALD_DATABASE_URL", "host=db.internal user=herald password=s3cret dbname=herald",
+			"relay.config.HERALD_DATABASE_URL carries a password"},
+		{"config.HERALD_DATABASE_URL", "postgres://db.internal/herald?user=herald&password=s3cret",
+			"config.HERALD_DATABASE_URL carries a password"},
+		{"config.HERALD_KAFKA_SASL_PASSWORD", "s3cret",
+			"config.HERALD_KAFKA_SASL_PASSWORD is a credential: put it in the Secret named by existingSecret"},
+		{"dispatch.config.HERALD_TWILIO_AUTH_TOKEN", "s3cret", "dispatch.config.HERALD_TWILIO_AUTH_TOKEN is a credential"},
+		{"dispatch.config.HERALD_SENDGRID_API_KEY", "SG.s3cret", "dispatch.config.HERALD_SENDGRID_API_KEY is a credential"},
 	} {
 		_, err := install(t, with(t, base, c.path, c.v))
 		require.Error(t, err, "%s=%v", c.path, c.v)
 		require.Contains(t, err.Error(), c.want, "%s=%v", c.path, c.v)
+	}
+	// A database URL without a password (it is then in PGPASSWORD, in the Secret) and the
+	// settings that name a credential without holding one are accepted.
+	for path, v := range map[string]string{
+		"config.HERALD_DATABASE_URL":                       "postgres://herald@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg/ca.pem",
+		"relay.config.HERALD_DATABASE_URL":                 "host=db.internal:5432 user=herald_relay dbname=herald",
+		"config.HERALD_KAFKA_SASL_PASSWORD_FILE":           "/etc/herald/kafka/password",
+		"config.HERALD_KAFKA_SASL_USERNAME":                "herald",
+		"dispatch.config.HERALD_TWILIO_API_KEY":            "SK0123",
+		"events.config.HERALD_WEBHOOK_ALLOW_LOOPBACK":      "false",
+		"events.config.HERALD_EVENTS_ENDPOINT_CONCURRENCY": "8",
+	} {
+		_, err := install(t, with(t, base, path, v))
+		require.NoError(t, err, "%s=%s", path, v)
 	}
 	both := with(t, with(t, base, "dispatch.autoscaling.keda.enabled", true), "dispatch.autoscaling.cpu.enabled", true)
 	_, err := install(t, both)

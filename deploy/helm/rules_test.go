@@ -66,7 +66,7 @@ func TestServiceMonitorScrapesEveryRole(t *testing.T) {
 	require.Len(t, sm.Spec.Endpoints, 1)
 	require.Equal(t, "admin", sm.Spec.Endpoints[0].Port)
 	require.Equal(t, "/metrics", sm.Spec.Endpoints[0].Path)
-	for _, role := range roles {
+	for _, role := range heraldRoles(t) {
 		svc := o.byKind["Service"]["herald-"+role]
 		require.NotNil(t, svc, role)
 		s := svc.(interface{ GetLabels() map[string]string }).GetLabels()

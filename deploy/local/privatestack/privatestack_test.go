@@ -2,6 +2,10 @@ package privatestack
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +101,38 @@ func TestKafkaDownUp(t *testing.T) {
 	got, err := topics()
 	require.NoError(t, err)
 	require.True(t, got.Has("private_stack_probe"), "the topic did not survive the restart: %v", got.Names())
+	requireKafkaPriority(t, in)
+}
+
+// requireKafkaPriority checks that a broker started by stack.sh runs at HERALD_KAFKA_NICE
+// (default -10; root only, as a negative nice needs it), its session's scheduling group and
+// every thread, and that it logs its GC pauses.
+func requireKafkaPriority(t *testing.T, in *Instance) {
+	t.Helper()
+	want := -10
+	if v := os.Getenv("HERALD_KAFKA_NICE"); v != "" {
+		var err error
+		want, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	if os.Geteuid() != 0 && want < 0 {
+		want = 0 // stack.sh cannot raise a priority without root; it says so and goes on
+	}
+	pid := in.Pid(t)
+	group, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "autogroup"))
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(strings.TrimSpace(string(group)), " nice "+strconv.Itoa(want)),
+		"the broker's scheduling group: %q, want nice %d", group, want)
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	require.NoError(t, err)
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "stat"))
+		require.NoError(t, err)
+		// The fields after the command name (which is in parentheses): nice is the 17th.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		require.Equal(t, strconv.Itoa(want), fields[16], "thread %s of the broker", task.Name())
+	}
+	gc, err := os.ReadFile(filepath.Join(in.Dir, "kafka", "gc.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(gc), "Using G1")
 }

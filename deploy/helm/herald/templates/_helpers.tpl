@@ -83,26 +83,47 @@ each takes limit/N of a provider's rate limit (--degraded-processes). */}}
 {{- if not .Values.redis.addr }}
 {{- fail "redis.addr: the Redis address (host:port)" }}
 {{- end }}
-{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" "HERALD_LANES" }}
+{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" "HERALD_LANES" "HERALD_EVENTS_TOPIC" "HERALD_EVENTS_PARTITIONS" "HERALD_EVENTS_GROUP" }}
 {{- range $p := list "HIGH" "NORMAL" "LOW" }}
 {{- $reserved = concat $reserved (list (printf "HERALD_TOPIC_%s" $p) (printf "HERALD_PARTITIONS_%s" $p) (printf "HERALD_DISPATCH_GROUP_%s" $p)) }}
 {{- end }}
-{{- $configs := dict "config" .Values.config "ingest.config" .Values.ingest.config "relay.config" .Values.relay.config "dispatch.config" .Values.dispatch.config "dispatchHigh.config" .Values.dispatchHigh.config }}
+{{- $configs := dict "config" .Values.config "ingest.config" .Values.ingest.config "relay.config" .Values.relay.config "dispatch.config" .Values.dispatch.config "dispatchHigh.config" .Values.dispatchHigh.config "events.config" .Values.events.config }}
 {{- range $where, $config := $configs }}
-{{- range $k, $_ := $config }}
+{{- range $k, $v := $config }}
 {{- if and (not (hasPrefix "HERALD_" $k)) (not (hasPrefix "OTEL_" $k)) }}
 {{- fail (printf "%s.%s: only HERALD_* and OTEL_* variables" $where $k) }}
 {{- end }}
 {{- if has $k $reserved }}
 {{- fail (printf "%s.%s is set by the chart (ports, kafka, redis, shutdownTimeoutSeconds, dispatch.autoscaling, dispatchHigh)" $where $k) }}
 {{- end }}
+{{- if and (eq $k "HERALD_WEBHOOK_ALLOW_LOOPBACK") (regexMatch "(?i)^(1|t|true)$" (toString $v)) }}
+{{- fail (printf "%s.%s: in a pod, loopback is herald's own listeners (the admin port among them); webhook URLs must not reach it" $where $k) }}
+{{- end }}
+{{- include "herald.notInline" (dict "where" $where "key" $k "value" $v) }}
 {{- end }}
 {{- end }}
 {{- end }}
 
 {{/*
+Credentials never go in config: config is rendered as plain env values of the Deployments,
+readable by anyone who may read them. Refused: the settings herald marks secret (every
+*_PASSWORD, *_SECRET and *_TOKEN variable, and HERALD_SENDGRID_API_KEY), and a
+HERALD_DATABASE_URL that carries a password (user:password@ or password=).
+(dict "where" "config" "key" $k "value" $v)
+*/}}
+{{- define "herald.notInline" -}}
+{{- $secret := or (regexMatch "_(PASSWORD|SECRET|TOKEN)$" .key) (eq .key "HERALD_SENDGRID_API_KEY") }}
+{{- if $secret }}
+{{- fail (printf "%s.%s is a credential: put it in the Secret named by existingSecret, not in config (config is rendered in plain text)" .where .key) }}
+{{- end }}
+{{- if and (eq .key "HERALD_DATABASE_URL") (regexMatch "(?i)^[a-z][a-z0-9+.-]*://[^/?#@]*:[^/?#@]*@|(^|[\\s?&])password=" (toString .value)) }}
+{{- fail (printf "%s.%s carries a password: put the URL in the Secret named by existingSecret (or the password in PGPASSWORD there), not in config (config is rendered in plain text)" .where .key) }}
+{{- end }}
+{{- end }}
+
+{{/*
 The environment of every herald container of a role: what the chart derives (the listeners,
-the role, Kafka and Redis, the simulator's senders), then the role's config, then the global
+the role, Kafka (the lanes' and the events' topics and groups) and Redis, the simulator's senders), then the role's config, then the global
 config (the role's wins), then the role's secret (envFrom; a variable of env wins over it).
 (dict "root" $ "role" .Values.relay "roles" "relay")
 */}}
@@ -125,6 +146,9 @@ config (the role's wins), then the role's secret (envFrom; a variable of env win
 {{- $_ := set $env (printf "HERALD_PARTITIONS_%s" (upper $p)) (toString (index $v.kafka.partitions $p)) }}
 {{- $_ := set $env (printf "HERALD_DISPATCH_GROUP_%s" (upper $p)) (index $v.kafka.groups $p) }}
 {{- end }}
+{{- $_ := set $env "HERALD_EVENTS_TOPIC" $v.kafka.topics.events }}
+{{- $_ := set $env "HERALD_EVENTS_PARTITIONS" (toString $v.kafka.partitions.events) }}
+{{- $_ := set $env "HERALD_EVENTS_GROUP" $v.kafka.groups.events }}
 {{- if .roles }}
 {{- $_ := set $env "HERALD_ROLES" .roles }}
 {{- end }}
