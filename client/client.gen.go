@@ -623,6 +623,36 @@ func (e NotReadyCode) Valid() bool {
 	}
 }
 
+// Defines values for ReceiptTooLargeCode.
+const (
+	ReceiptTooLargeCodeBodyTooLarge ReceiptTooLargeCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the ReceiptTooLargeCode enum.
+func (e ReceiptTooLargeCode) Valid() bool {
+	switch e {
+	case ReceiptTooLargeCodeBodyTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReceiptsNotTakenCode.
+const (
+	ReceiptsNotTakenCodeNotFound ReceiptsNotTakenCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the ReceiptsNotTakenCode enum.
+func (e ReceiptsNotTakenCode) Valid() bool {
+	switch e {
+	case ReceiptsNotTakenCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnauthorizedCode.
 const (
 	UnauthorizedCodeUnauthorized UnauthorizedCode = "unauthorized"
@@ -2870,6 +2900,36 @@ func (e SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode) Valid() boo
 	}
 }
 
+// Defines values for SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	SendgridEvents404ApplicationProblemPlusJSONResponseBodyCodeNotFound SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case SendgridEvents404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	SendgridEvents413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case SendgridEvents413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCodeBadSignature TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
@@ -2879,6 +2939,36 @@ const (
 func (e TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCodeNotFound TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
 		return true
 	default:
 		return false
@@ -2900,6 +2990,36 @@ func (e VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode) V
 	}
 }
 
+// Defines values for VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCodeNotFound VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode.
 const (
 	VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCodeBadSignature VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode = "bad_signature"
@@ -2909,6 +3029,36 @@ const (
 func (e VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
 	switch e {
 	case VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCodeBadSignature:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCodeNotFound VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode.
+const (
+	VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode = "body_too_large"
+)
+
+// Valid indicates whether the value is a known member of the VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode enum.
+func (e VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode) Valid() bool {
+	switch e {
+	case VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCodeBodyTooLarge:
 		return true
 	default:
 		return false
@@ -3727,6 +3877,42 @@ type NotReady struct {
 // NotReadyCode defines model for NotReady.Code.
 type NotReadyCode string
 
+// ReceiptTooLarge defines model for ReceiptTooLarge.
+type ReceiptTooLarge struct {
+	Code   ReceiptTooLargeCode `json:"code"`
+	Detail *string             `json:"detail,omitempty"`
+
+	// Errors The failing inputs, for `validation_failed`, `unknown_field`, `invalid_template`,
+	// `template_not_allowed` and `template_render_failed`.
+	Errors *[]FieldError `json:"errors,omitempty"`
+	Status int           `json:"status"`
+	Title  string        `json:"title"`
+
+	// Type `urn:herald:problem:` and the code.
+	Type string `json:"type"`
+}
+
+// ReceiptTooLargeCode defines model for ReceiptTooLarge.Code.
+type ReceiptTooLargeCode string
+
+// ReceiptsNotTaken defines model for ReceiptsNotTaken.
+type ReceiptsNotTaken struct {
+	Code   ReceiptsNotTakenCode `json:"code"`
+	Detail *string              `json:"detail,omitempty"`
+
+	// Errors The failing inputs, for `validation_failed`, `unknown_field`, `invalid_template`,
+	// `template_not_allowed` and `template_render_failed`.
+	Errors *[]FieldError `json:"errors,omitempty"`
+	Status int           `json:"status"`
+	Title  string        `json:"title"`
+
+	// Type `urn:herald:problem:` and the code.
+	Type string `json:"type"`
+}
+
+// ReceiptsNotTakenCode defines model for ReceiptsNotTaken.Code.
+type ReceiptsNotTakenCode string
+
 // Unauthorized defines model for Unauthorized.
 type Unauthorized struct {
 	Code   UnauthorizedCode `json:"code"`
@@ -3786,6 +3972,12 @@ type PostCampaignParams struct {
 	// IdempotencyKey 1-100 printable ASCII characters, chosen by the client, scoped to its API client. A
 	// missing or invalid key is `400 validation_failed` (field `Idempotency-Key`).
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // PostCampaign400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaign.
@@ -3812,6 +4004,15 @@ type PostCampaign500ApplicationProblemPlusJSONResponseBodyCode string
 // PostCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaign.
 type PostCampaign503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetCampaignParams defines parameters for GetCampaign.
+type GetCampaignParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetCampaign.
 type GetCampaign401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -3826,6 +4027,15 @@ type GetCampaign500ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetCampaign.
 type GetCampaign503ApplicationProblemPlusJSONResponseBodyCode string
+
+// CancelCampaignParams defines parameters for CancelCampaign.
+type CancelCampaignParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // CancelCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for CancelCampaign.
 type CancelCampaign401ApplicationProblemPlusJSONResponseBodyCode string
@@ -3844,6 +4054,15 @@ type CancelCampaign500ApplicationProblemPlusJSONResponseBodyCode string
 
 // CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode defines parameters for CancelCampaign.
 type CancelCampaign503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostCampaignRecipientsParams defines parameters for PostCampaignRecipients.
+type PostCampaignRecipientsParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PostCampaignRecipients400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaignRecipients.
 type PostCampaignRecipients400ApplicationProblemPlusJSONResponseBodyCode string
@@ -3872,6 +4091,15 @@ type PostCampaignRecipients500ApplicationProblemPlusJSONResponseBodyCode string
 // PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostCampaignRecipients.
 type PostCampaignRecipients503ApplicationProblemPlusJSONResponseBodyCode string
 
+// StartCampaignParams defines parameters for StartCampaign.
+type StartCampaignParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // StartCampaign401ApplicationProblemPlusJSONResponseBodyCode defines parameters for StartCampaign.
 type StartCampaign401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -3896,9 +4124,10 @@ type PostNotificationParams struct {
 	// missing or invalid key is `400 validation_failed` (field `Idempotency-Key`).
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 
-	// Traceparent W3C Trace Context: the request's span continues this trace, and so do the relay's
-	// publish, every dispatch attempt and every provider call. An invalid value is ignored
-	// (a new trace starts), as the W3C recommendation has it.
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
@@ -3926,6 +4155,15 @@ type PostNotification500ApplicationProblemPlusJSONResponseBodyCode string
 // PostNotification503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostNotification.
 type PostNotification503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetNotificationParams defines parameters for GetNotification.
+type GetNotificationParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetNotification401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetNotification.
 type GetNotification401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -3946,6 +4184,12 @@ type PostRedriveParams struct {
 	// IdempotencyKey 1-100 printable ASCII characters, chosen by the client, scoped to its API client. A
 	// missing or invalid key is `400 validation_failed` (field `Idempotency-Key`).
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // PostRedrive400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostRedrive.
@@ -3972,6 +4216,15 @@ type PostRedrive500ApplicationProblemPlusJSONResponseBodyCode string
 // PostRedrive503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostRedrive.
 type PostRedrive503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetRedriveParams defines parameters for GetRedrive.
+type GetRedriveParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetRedrive401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetRedrive.
 type GetRedrive401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -3987,6 +4240,15 @@ type GetRedrive500ApplicationProblemPlusJSONResponseBodyCode string
 // GetRedrive503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetRedrive.
 type GetRedrive503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetTemplateParams defines parameters for GetTemplate.
+type GetTemplateParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetTemplate401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetTemplate.
 type GetTemplate401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4001,6 +4263,15 @@ type GetTemplate500ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetTemplate503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetTemplate.
 type GetTemplate503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PutTemplateParams defines parameters for PutTemplate.
+type PutTemplateParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PutTemplate400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutTemplate.
 type PutTemplate400ApplicationProblemPlusJSONResponseBodyCode string
@@ -4026,6 +4297,15 @@ type PutTemplate500ApplicationProblemPlusJSONResponseBodyCode string
 // PutTemplate503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutTemplate.
 type PutTemplate503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetUserParams defines parameters for GetUser.
+type GetUserParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetUser400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetUser.
 type GetUser400ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4043,6 +4323,15 @@ type GetUser500ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetUser503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetUser.
 type GetUser503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PutUserParams defines parameters for PutUser.
+type PutUserParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PutUser400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutUser.
 type PutUser400ApplicationProblemPlusJSONResponseBodyCode string
@@ -4065,6 +4354,15 @@ type PutUser500ApplicationProblemPlusJSONResponseBodyCode string
 // PutUser503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutUser.
 type PutUser503ApplicationProblemPlusJSONResponseBodyCode string
 
+// GetPreferencesParams defines parameters for GetPreferences.
+type GetPreferencesParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // GetPreferences400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetPreferences.
 type GetPreferences400ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4082,6 +4380,15 @@ type GetPreferences500ApplicationProblemPlusJSONResponseBodyCode string
 
 // GetPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetPreferences.
 type GetPreferences503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PutPreferencesParams defines parameters for PutPreferences.
+type PutPreferencesParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PutPreferences400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences400ApplicationProblemPlusJSONResponseBodyCode string
@@ -4104,6 +4411,15 @@ type PutPreferences500ApplicationProblemPlusJSONResponseBodyCode string
 // PutPreferences503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PutPreferences.
 type PutPreferences503ApplicationProblemPlusJSONResponseBodyCode string
 
+// ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpointsParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpoints401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4115,6 +4431,15 @@ type ListWebhookEndpoints500ApplicationProblemPlusJSONResponseBodyCode string
 
 // ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode defines parameters for ListWebhookEndpoints.
 type ListWebhookEndpoints503ApplicationProblemPlusJSONResponseBodyCode string
+
+// PostWebhookEndpointParams defines parameters for PostWebhookEndpoint.
+type PostWebhookEndpointParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
 type PostWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode string
@@ -4137,6 +4462,15 @@ type PostWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
 // PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for PostWebhookEndpoint.
 type PostWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
 
+// DeleteWebhookEndpointParams defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpointParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
 type DeleteWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4151,6 +4485,15 @@ type DeleteWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
 
 // DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for DeleteWebhookEndpoint.
 type DeleteWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
+
+// GetWebhookEndpointParams defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpointParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpoint.
 type GetWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
@@ -4171,6 +4514,12 @@ type GetWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
 type GetWebhookEndpointAttemptsParams struct {
 	// Limit How many attempts (default 100); outside 1-1000 is `400 validation_failed`.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // GetWebhookEndpointAttempts400ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
@@ -4191,6 +4540,15 @@ type GetWebhookEndpointAttempts500ApplicationProblemPlusJSONResponseBodyCode str
 // GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode defines parameters for GetWebhookEndpointAttempts.
 type GetWebhookEndpointAttempts503ApplicationProblemPlusJSONResponseBodyCode string
 
+// EnableWebhookEndpointParams defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpointParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode defines parameters for EnableWebhookEndpoint.
 type EnableWebhookEndpoint401ApplicationProblemPlusJSONResponseBodyCode string
 
@@ -4210,6 +4568,15 @@ type EnableWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
 type ReplayWebhookEndpointJSONBody struct {
 	// Since Not in the future.
 	Since Timestamp `json:"since"`
+}
+
+// ReplayWebhookEndpointParams defines parameters for ReplayWebhookEndpoint.
+type ReplayWebhookEndpointParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // ReplayWebhookEndpoint400ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
@@ -4236,6 +4603,42 @@ type ReplayWebhookEndpoint500ApplicationProblemPlusJSONResponseBodyCode string
 // ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode defines parameters for ReplayWebhookEndpoint.
 type ReplayWebhookEndpoint503ApplicationProblemPlusJSONResponseBodyCode string
 
+// HealthzParams defines parameters for Healthz.
+type HealthzParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
+// HealthzHeadParams defines parameters for HealthzHead.
+type HealthzHeadParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
+// GetOpenAPIParams defines parameters for GetOpenAPI.
+type GetOpenAPIParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
+// HeadOpenAPIParams defines parameters for HeadOpenAPI.
+type HeadOpenAPIParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // SendgridEventsJSONBody defines parameters for SendgridEvents.
 type SendgridEventsJSONBody = []map[string]interface{}
 
@@ -4243,38 +4646,107 @@ type SendgridEventsJSONBody = []map[string]interface{}
 type SendgridEventsParams struct {
 	XTwilioEmailEventWebhookSignature *string `json:"X-Twilio-Email-Event-Webhook-Signature,omitempty"`
 	XTwilioEmailEventWebhookTimestamp *string `json:"X-Twilio-Email-Event-Webhook-Timestamp,omitempty"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode defines parameters for SendgridEvents.
 type SendgridEvents403ApplicationProblemPlusJSONResponseBodyCode string
 
+// SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode defines parameters for SendgridEvents.
+type SendgridEvents404ApplicationProblemPlusJSONResponseBodyCode string
+
+// SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode defines parameters for SendgridEvents.
+type SendgridEvents413ApplicationProblemPlusJSONResponseBodyCode string
+
 // TwilioStatusCallbackParams defines parameters for TwilioStatusCallback.
 type TwilioStatusCallbackParams struct {
 	DeliveryId       string  `form:"deliveryId" json:"deliveryId"`
 	XTwilioSignature *string `json:"X-Twilio-Signature,omitempty"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode defines parameters for TwilioStatusCallback.
 type TwilioStatusCallback403ApplicationProblemPlusJSONResponseBodyCode string
+
+// TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode defines parameters for TwilioStatusCallback.
+type TwilioStatusCallback404ApplicationProblemPlusJSONResponseBodyCode string
+
+// TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode defines parameters for TwilioStatusCallback.
+type TwilioStatusCallback413ApplicationProblemPlusJSONResponseBodyCode string
 
 // VonageDeliveryReceiptGetParams defines parameters for VonageDeliveryReceiptGet.
 type VonageDeliveryReceiptGetParams struct {
 	ClientRef *string `form:"client-ref,omitempty" json:"client-ref,omitempty"`
 	Status    *string `form:"status,omitempty" json:"status,omitempty"`
 	Sig       *string `form:"sig,omitempty" json:"sig,omitempty"`
+
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
 }
 
 // VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceiptGet.
 type VonageDeliveryReceiptGet403ApplicationProblemPlusJSONResponseBodyCode string
 
+// VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceiptGet.
+type VonageDeliveryReceiptGet404ApplicationProblemPlusJSONResponseBodyCode string
+
+// VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceiptGet.
+type VonageDeliveryReceiptGet413ApplicationProblemPlusJSONResponseBodyCode string
+
 // VonageDeliveryReceiptJSONBody defines parameters for VonageDeliveryReceipt.
 type VonageDeliveryReceiptJSONBody = map[string]interface{}
+
+// VonageDeliveryReceiptParams defines parameters for VonageDeliveryReceipt.
+type VonageDeliveryReceiptParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceipt.
 type VonageDeliveryReceipt403ApplicationProblemPlusJSONResponseBodyCode string
 
+// VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceipt.
+type VonageDeliveryReceipt404ApplicationProblemPlusJSONResponseBodyCode string
+
+// VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode defines parameters for VonageDeliveryReceipt.
+type VonageDeliveryReceipt413ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReadyzParams defines parameters for Readyz.
+type ReadyzParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
+
 // Readyz503ApplicationProblemPlusJSONResponseBodyCode defines parameters for Readyz.
 type Readyz503ApplicationProblemPlusJSONResponseBodyCode string
+
+// ReadyzHeadParams defines parameters for ReadyzHead.
+type ReadyzHeadParams struct {
+	// Traceparent W3C Trace Context, taken on every route: the request's span continues this trace
+	// (for `POST /api/notifications`, so do the relay's publish, every dispatch attempt and
+	// every provider call). An invalid value is ignored (a new trace starts), as the W3C
+	// recommendation has it.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+}
 
 // PostCampaignJSONRequestBody defines body for PostCampaign for application/json ContentType.
 type PostCampaignJSONRequestBody = CampaignRequest
@@ -4417,7 +4889,7 @@ type ClientInterface interface {
 	// delivery of an `ACTIVE` campaign final moves it to `DONE`.
 	//
 	// Corresponds with GET /api/campaigns/{id} (the `GetCampaign` operationId).
-	GetCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetCampaign(ctx context.Context, id CampaignId, params *GetCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelCampaign Cancel a campaign
 	//
@@ -4426,28 +4898,28 @@ type ClientInterface interface {
 	// `409`. No body.
 	//
 	// Corresponds with POST /api/campaigns/{id}/cancel (the `CancelCampaign` operationId).
-	CancelCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CancelCampaign(ctx context.Context, id CampaignId, params *CancelCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostCampaignRecipientsWithBody Add user ids to a DRAFT campaign given by list
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-	PostCampaignRecipientsWithBody(ctx context.Context, id CampaignId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostCampaignRecipientsWithBody(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostCampaignRecipients Add user ids to a DRAFT campaign given by list
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-	PostCampaignRecipients(ctx context.Context, id CampaignId, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostCampaignRecipients(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartCampaign Start a DRAFT campaign
 	//
 	// Starting a started campaign changes nothing; a `CANCELLED` one is `409`. No body.
 	//
 	// Corresponds with POST /api/campaigns/{id}/start (the `StartCampaign` operationId).
-	StartCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartCampaign(ctx context.Context, id CampaignId, params *StartCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostNotificationWithBody Accept a notification
 	//
@@ -4477,7 +4949,7 @@ type ClientInterface interface {
 	// id and a malformed one are all `404 not_found`.
 	//
 	// Corresponds with GET /api/notifications/{id} (the `GetNotification` operationId).
-	GetNotification(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetNotification(ctx context.Context, id string, params *GetNotificationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostRedriveWithBody Re-drive the deliveries a filter selects
 	//
@@ -4510,12 +4982,12 @@ type ClientInterface interface {
 	// GetRedrive A re-drive and its counts
 	//
 	// Corresponds with GET /api/redrives/{id} (the `GetRedrive` operationId).
-	GetRedrive(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetRedrive(ctx context.Context, id string, params *GetRedriveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTemplate A template
 	//
 	// Corresponds with GET /api/templates/{name} (the `GetTemplate` operationId).
-	GetTemplate(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetTemplate(ctx context.Context, name string, params *GetTemplateParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutTemplateWithBody Create or replace a template
 	//
@@ -4526,7 +4998,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-	PutTemplateWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutTemplateWithBody(ctx context.Context, name string, params *PutTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutTemplate Create or replace a template
 	//
@@ -4537,12 +5009,12 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-	PutTemplate(ctx context.Context, name string, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutTemplate(ctx context.Context, name string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUser A user's contact profile
 	//
 	// Corresponds with GET /api/users/{userId} (the `GetUser` operationId).
-	GetUser(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetUser(ctx context.Context, userId UserId, params *GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutUserWithBody Store a user's contact profile
 	//
@@ -4551,7 +5023,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-	PutUserWithBody(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutUserWithBody(ctx context.Context, userId UserId, params *PutUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutUser Store a user's contact profile
 	//
@@ -4560,14 +5032,14 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-	PutUser(ctx context.Context, userId UserId, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutUser(ctx context.Context, userId UserId, params *PutUserParams, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPreferences A user's preferences
 	//
 	// `404` when none were stored: no opt-outs and no quiet hours.
 	//
 	// Corresponds with GET /api/users/{userId}/preferences (the `GetPreferences` operationId).
-	GetPreferences(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetPreferences(ctx context.Context, userId UserId, params *GetPreferencesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutPreferencesWithBody Store a user's preferences
 	//
@@ -4576,7 +5048,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-	PutPreferencesWithBody(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutPreferencesWithBody(ctx context.Context, userId UserId, params *PutPreferencesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutPreferences Store a user's preferences
 	//
@@ -4585,12 +5057,12 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-	PutPreferences(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutPreferences(ctx context.Context, userId UserId, params *PutPreferencesParams, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookEndpoints The client's webhook endpoints, oldest first
 	//
 	// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
-	ListWebhookEndpoints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListWebhookEndpoints(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostWebhookEndpointWithBody Register a webhook endpoint for the client's status events
 	//
@@ -4605,7 +5077,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-	PostWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostWebhookEndpointWithBody(ctx context.Context, params *PostWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostWebhookEndpoint Register a webhook endpoint for the client's status events
 	//
@@ -4620,17 +5092,17 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-	PostWebhookEndpoint(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostWebhookEndpoint(ctx context.Context, params *PostWebhookEndpointParams, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteWebhookEndpoint Delete a webhook endpoint with its pending events and attempts log
 	//
 	// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
-	DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWebhookEndpoint A webhook endpoint
 	//
 	// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
-	GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWebhookEndpointAttempts The endpoint's attempts log, newest first
 	//
@@ -4643,7 +5115,7 @@ type ClientInterface interface {
 	// endpoint changes nothing. No request body.
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
-	EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayWebhookEndpointWithBody Send the client's events since a time to the endpoint again
 	//
@@ -4655,7 +5127,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-	ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayWebhookEndpoint Send the client's events since a time to the endpoint again
 	//
@@ -4667,27 +5139,27 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-	ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz Liveness
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
-	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Healthz(ctx context.Context, params *HealthzParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HealthzHead Liveness, without a body
 	//
 	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
-	HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	HealthzHead(ctx context.Context, params *HealthzHeadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This description
 	//
 	// Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
-	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetOpenAPI(ctx context.Context, params *GetOpenAPIParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeadOpenAPI This description, without a body
 	//
 	// Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
-	HeadOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	HeadOpenAPI(ctx context.Context, params *HeadOpenAPIParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendgridEventsWithBody SendGrid Event Webhook
 	//
@@ -4757,7 +5229,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceiptWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	VonageDeliveryReceiptWithBody(ctx context.Context, params *VonageDeliveryReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// VonageDeliveryReceipt Vonage delivery receipt (POST)
 	//
@@ -4766,7 +5238,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceipt(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	VonageDeliveryReceipt(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// VonageDeliveryReceiptWithFormdataBody Vonage delivery receipt (POST)
 	//
@@ -4775,7 +5247,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceiptWithFormdataBody(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	VonageDeliveryReceiptWithFormdataBody(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness
 	//
@@ -4783,12 +5255,12 @@ type ClientInterface interface {
 	// dependency that is not ready and nothing of the cause (the cause is logged).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
-	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Readyz(ctx context.Context, params *ReadyzParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReadyzHead Readiness, without a body
 	//
 	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
-	ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReadyzHead(ctx context.Context, params *ReadyzHeadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // PostCampaignWithBody Create a campaign
@@ -4839,8 +5311,8 @@ func (c *Client) PostCampaign(ctx context.Context, params *PostCampaignParams, b
 // delivery of an `ACTIVE` campaign final moves it to `DONE`.
 //
 // Corresponds with GET /api/campaigns/{id} (the `GetCampaign` operationId).
-func (c *Client) GetCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetCampaignRequest(c.Server, id)
+func (c *Client) GetCampaign(ctx context.Context, id CampaignId, params *GetCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCampaignRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4858,8 +5330,8 @@ func (c *Client) GetCampaign(ctx context.Context, id CampaignId, reqEditors ...R
 // `409`. No body.
 //
 // Corresponds with POST /api/campaigns/{id}/cancel (the `CancelCampaign` operationId).
-func (c *Client) CancelCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCancelCampaignRequest(c.Server, id)
+func (c *Client) CancelCampaign(ctx context.Context, id CampaignId, params *CancelCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelCampaignRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4875,8 +5347,8 @@ func (c *Client) CancelCampaign(ctx context.Context, id CampaignId, reqEditors .
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-func (c *Client) PostCampaignRecipientsWithBody(ctx context.Context, id CampaignId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostCampaignRecipientsRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) PostCampaignRecipientsWithBody(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostCampaignRecipientsRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4892,8 +5364,8 @@ func (c *Client) PostCampaignRecipientsWithBody(ctx context.Context, id Campaign
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-func (c *Client) PostCampaignRecipients(ctx context.Context, id CampaignId, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostCampaignRecipientsRequest(c.Server, id, body)
+func (c *Client) PostCampaignRecipients(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostCampaignRecipientsRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4909,8 +5381,8 @@ func (c *Client) PostCampaignRecipients(ctx context.Context, id CampaignId, body
 // Starting a started campaign changes nothing; a `CANCELLED` one is `409`. No body.
 //
 // Corresponds with POST /api/campaigns/{id}/start (the `StartCampaign` operationId).
-func (c *Client) StartCampaign(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartCampaignRequest(c.Server, id)
+func (c *Client) StartCampaign(ctx context.Context, id CampaignId, params *StartCampaignParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartCampaignRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4969,8 +5441,8 @@ func (c *Client) PostNotification(ctx context.Context, params *PostNotificationP
 // id and a malformed one are all `404 not_found`.
 //
 // Corresponds with GET /api/notifications/{id} (the `GetNotification` operationId).
-func (c *Client) GetNotification(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetNotificationRequest(c.Server, id)
+func (c *Client) GetNotification(ctx context.Context, id string, params *GetNotificationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetNotificationRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5032,8 +5504,8 @@ func (c *Client) PostRedrive(ctx context.Context, params *PostRedriveParams, bod
 // GetRedrive A re-drive and its counts
 //
 // Corresponds with GET /api/redrives/{id} (the `GetRedrive` operationId).
-func (c *Client) GetRedrive(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetRedriveRequest(c.Server, id)
+func (c *Client) GetRedrive(ctx context.Context, id string, params *GetRedriveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRedriveRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5047,8 +5519,8 @@ func (c *Client) GetRedrive(ctx context.Context, id string, reqEditors ...Reques
 // GetTemplate A template
 //
 // Corresponds with GET /api/templates/{name} (the `GetTemplate` operationId).
-func (c *Client) GetTemplate(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetTemplateRequest(c.Server, name)
+func (c *Client) GetTemplate(ctx context.Context, name string, params *GetTemplateParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTemplateRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5068,8 +5540,8 @@ func (c *Client) GetTemplate(ctx context.Context, name string, reqEditors ...Req
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-func (c *Client) PutTemplateWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutTemplateRequestWithBody(c.Server, name, contentType, body)
+func (c *Client) PutTemplateWithBody(ctx context.Context, name string, params *PutTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTemplateRequestWithBody(c.Server, name, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5089,8 +5561,8 @@ func (c *Client) PutTemplateWithBody(ctx context.Context, name string, contentTy
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-func (c *Client) PutTemplate(ctx context.Context, name string, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutTemplateRequest(c.Server, name, body)
+func (c *Client) PutTemplate(ctx context.Context, name string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTemplateRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5104,8 +5576,8 @@ func (c *Client) PutTemplate(ctx context.Context, name string, body PutTemplateJ
 // GetUser A user's contact profile
 //
 // Corresponds with GET /api/users/{userId} (the `GetUser` operationId).
-func (c *Client) GetUser(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetUserRequest(c.Server, userId)
+func (c *Client) GetUser(ctx context.Context, userId UserId, params *GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUserRequest(c.Server, userId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5123,8 +5595,8 @@ func (c *Client) GetUser(ctx context.Context, userId UserId, reqEditors ...Reque
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-func (c *Client) PutUserWithBody(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutUserRequestWithBody(c.Server, userId, contentType, body)
+func (c *Client) PutUserWithBody(ctx context.Context, userId UserId, params *PutUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUserRequestWithBody(c.Server, userId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5142,8 +5614,8 @@ func (c *Client) PutUserWithBody(ctx context.Context, userId UserId, contentType
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-func (c *Client) PutUser(ctx context.Context, userId UserId, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutUserRequest(c.Server, userId, body)
+func (c *Client) PutUser(ctx context.Context, userId UserId, params *PutUserParams, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUserRequest(c.Server, userId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5159,8 +5631,8 @@ func (c *Client) PutUser(ctx context.Context, userId UserId, body PutUserJSONReq
 // `404` when none were stored: no opt-outs and no quiet hours.
 //
 // Corresponds with GET /api/users/{userId}/preferences (the `GetPreferences` operationId).
-func (c *Client) GetPreferences(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetPreferencesRequest(c.Server, userId)
+func (c *Client) GetPreferences(ctx context.Context, userId UserId, params *GetPreferencesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPreferencesRequest(c.Server, userId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5178,8 +5650,8 @@ func (c *Client) GetPreferences(ctx context.Context, userId UserId, reqEditors .
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-func (c *Client) PutPreferencesWithBody(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutPreferencesRequestWithBody(c.Server, userId, contentType, body)
+func (c *Client) PutPreferencesWithBody(ctx context.Context, userId UserId, params *PutPreferencesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPreferencesRequestWithBody(c.Server, userId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5197,8 +5669,8 @@ func (c *Client) PutPreferencesWithBody(ctx context.Context, userId UserId, cont
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-func (c *Client) PutPreferences(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutPreferencesRequest(c.Server, userId, body)
+func (c *Client) PutPreferences(ctx context.Context, userId UserId, params *PutPreferencesParams, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPreferencesRequest(c.Server, userId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5212,8 +5684,8 @@ func (c *Client) PutPreferences(ctx context.Context, userId UserId, body PutPref
 // ListWebhookEndpoints The client's webhook endpoints, oldest first
 //
 // Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
-func (c *Client) ListWebhookEndpoints(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListWebhookEndpointsRequest(c.Server)
+func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookEndpointsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5237,8 +5709,8 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, reqEditors ...Request
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-func (c *Client) PostWebhookEndpointWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostWebhookEndpointRequestWithBody(c.Server, contentType, body)
+func (c *Client) PostWebhookEndpointWithBody(ctx context.Context, params *PostWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWebhookEndpointRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5262,8 +5734,8 @@ func (c *Client) PostWebhookEndpointWithBody(ctx context.Context, contentType st
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-func (c *Client) PostWebhookEndpoint(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostWebhookEndpointRequest(c.Server, body)
+func (c *Client) PostWebhookEndpoint(ctx context.Context, params *PostWebhookEndpointParams, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWebhookEndpointRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5277,8 +5749,8 @@ func (c *Client) PostWebhookEndpoint(ctx context.Context, body PostWebhookEndpoi
 // DeleteWebhookEndpoint Delete a webhook endpoint with its pending events and attempts log
 //
 // Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
-func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteWebhookEndpointRequest(c.Server, id)
+func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookEndpointRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5292,8 +5764,8 @@ func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId
 // GetWebhookEndpoint A webhook endpoint
 //
 // Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
-func (c *Client) GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetWebhookEndpointRequest(c.Server, id)
+func (c *Client) GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookEndpointRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5325,8 +5797,8 @@ func (c *Client) GetWebhookEndpointAttempts(ctx context.Context, id WebhookEndpo
 // endpoint changes nothing. No request body.
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
-func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewEnableWebhookEndpointRequest(c.Server, id)
+func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableWebhookEndpointRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5347,8 +5819,8 @@ func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-func (c *Client) ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookEndpointRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookEndpointRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5369,8 +5841,8 @@ func (c *Client) ReplayWebhookEndpointWithBody(ctx context.Context, id WebhookEn
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-func (c *Client) ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayWebhookEndpointRequest(c.Server, id, body)
+func (c *Client) ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayWebhookEndpointRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5384,8 +5856,8 @@ func (c *Client) ReplayWebhookEndpoint(ctx context.Context, id WebhookEndpointId
 // Healthz Liveness
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
-func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewHealthzRequest(c.Server)
+func (c *Client) Healthz(ctx context.Context, params *HealthzParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHealthzRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5399,8 +5871,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // HealthzHead Liveness, without a body
 //
 // Corresponds with HEAD /healthz (the `HealthzHead` operationId).
-func (c *Client) HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewHealthzHeadRequest(c.Server)
+func (c *Client) HealthzHead(ctx context.Context, params *HealthzHeadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHealthzHeadRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5414,8 +5886,8 @@ func (c *Client) HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn)
 // GetOpenAPI This description
 //
 // Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
-func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetOpenAPIRequest(c.Server)
+func (c *Client) GetOpenAPI(ctx context.Context, params *GetOpenAPIParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOpenAPIRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5429,8 +5901,8 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // HeadOpenAPI This description, without a body
 //
 // Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
-func (c *Client) HeadOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewHeadOpenAPIRequest(c.Server)
+func (c *Client) HeadOpenAPI(ctx context.Context, params *HeadOpenAPIParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeadOpenAPIRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5559,8 +6031,8 @@ func (c *Client) VonageDeliveryReceiptGet(ctx context.Context, params *VonageDel
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *Client) VonageDeliveryReceiptWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewVonageDeliveryReceiptRequestWithBody(c.Server, contentType, body)
+func (c *Client) VonageDeliveryReceiptWithBody(ctx context.Context, params *VonageDeliveryReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5578,8 +6050,8 @@ func (c *Client) VonageDeliveryReceiptWithBody(ctx context.Context, contentType 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *Client) VonageDeliveryReceipt(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewVonageDeliveryReceiptRequest(c.Server, body)
+func (c *Client) VonageDeliveryReceipt(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5597,8 +6069,8 @@ func (c *Client) VonageDeliveryReceipt(ctx context.Context, body VonageDeliveryR
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *Client) VonageDeliveryReceiptWithFormdataBody(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewVonageDeliveryReceiptRequestWithFormdataBody(c.Server, body)
+func (c *Client) VonageDeliveryReceiptWithFormdataBody(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVonageDeliveryReceiptRequestWithFormdataBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5615,8 +6087,8 @@ func (c *Client) VonageDeliveryReceiptWithFormdataBody(ctx context.Context, body
 // dependency that is not ready and nothing of the cause (the cause is logged).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
-func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReadyzRequest(c.Server)
+func (c *Client) Readyz(ctx context.Context, params *ReadyzParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadyzRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5630,8 +6102,8 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 // ReadyzHead Readiness, without a body
 //
 // Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
-func (c *Client) ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReadyzHeadRequest(c.Server)
+func (c *Client) ReadyzHead(ctx context.Context, params *ReadyzHeadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadyzHeadRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5690,13 +6162,24 @@ func NewPostCampaignRequestWithBody(server string, params *PostCampaignParams, c
 
 		req.Header.Set("Idempotency-Key", headerParam0)
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewGetCampaignRequest constructs an http.Request for the GetCampaign method
-func NewGetCampaignRequest(server string, id CampaignId) (*http.Request, error) {
+func NewGetCampaignRequest(server string, id CampaignId, params *GetCampaignParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5726,11 +6209,26 @@ func NewGetCampaignRequest(server string, id CampaignId) (*http.Request, error) 
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewCancelCampaignRequest constructs an http.Request for the CancelCampaign method
-func NewCancelCampaignRequest(server string, id CampaignId) (*http.Request, error) {
+func NewCancelCampaignRequest(server string, id CampaignId, params *CancelCampaignParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5760,22 +6258,37 @@ func NewCancelCampaignRequest(server string, id CampaignId) (*http.Request, erro
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPostCampaignRecipientsRequest calls the generic PostCampaignRecipients builder with application/json body
-func NewPostCampaignRecipientsRequest(server string, id CampaignId, body PostCampaignRecipientsJSONRequestBody) (*http.Request, error) {
+func NewPostCampaignRecipientsRequest(server string, id CampaignId, params *PostCampaignRecipientsParams, body PostCampaignRecipientsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPostCampaignRecipientsRequestWithBody(server, id, "application/json", bodyReader)
+	return NewPostCampaignRecipientsRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewPostCampaignRecipientsRequestWithBody constructs an http.Request for the PostCampaignRecipients method, with any body, and a specified content type
-func NewPostCampaignRecipientsRequestWithBody(server string, id CampaignId, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostCampaignRecipientsRequestWithBody(server string, id CampaignId, params *PostCampaignRecipientsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5807,11 +6320,26 @@ func NewPostCampaignRecipientsRequestWithBody(server string, id CampaignId, cont
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewStartCampaignRequest constructs an http.Request for the StartCampaign method
-func NewStartCampaignRequest(server string, id CampaignId) (*http.Request, error) {
+func NewStartCampaignRequest(server string, id CampaignId, params *StartCampaignParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5839,6 +6367,21 @@ func NewStartCampaignRequest(server string, id CampaignId) (*http.Request, error
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -5909,7 +6452,7 @@ func NewPostNotificationRequestWithBody(server string, params *PostNotificationP
 }
 
 // NewGetNotificationRequest constructs an http.Request for the GetNotification method
-func NewGetNotificationRequest(server string, id string) (*http.Request, error) {
+func NewGetNotificationRequest(server string, id string, params *GetNotificationParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5937,6 +6480,21 @@ func NewGetNotificationRequest(server string, id string) (*http.Request, error) 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -5990,13 +6548,24 @@ func NewPostRedriveRequestWithBody(server string, params *PostRedriveParams, con
 
 		req.Header.Set("Idempotency-Key", headerParam0)
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewGetRedriveRequest constructs an http.Request for the GetRedrive method
-func NewGetRedriveRequest(server string, id string) (*http.Request, error) {
+func NewGetRedriveRequest(server string, id string, params *GetRedriveParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6026,11 +6595,26 @@ func NewGetRedriveRequest(server string, id string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetTemplateRequest constructs an http.Request for the GetTemplate method
-func NewGetTemplateRequest(server string, name string) (*http.Request, error) {
+func NewGetTemplateRequest(server string, name string, params *GetTemplateParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6058,24 +6642,39 @@ func NewGetTemplateRequest(server string, name string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewPutTemplateRequest calls the generic PutTemplate builder with application/json body
-func NewPutTemplateRequest(server string, name string, body PutTemplateJSONRequestBody) (*http.Request, error) {
+func NewPutTemplateRequest(server string, name string, params *PutTemplateParams, body PutTemplateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPutTemplateRequestWithBody(server, name, "application/json", bodyReader)
+	return NewPutTemplateRequestWithBody(server, name, params, "application/json", bodyReader)
 }
 
 // NewPutTemplateRequestWithBody constructs an http.Request for the PutTemplate method, with any body, and a specified content type
-func NewPutTemplateRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutTemplateRequestWithBody(server string, name string, params *PutTemplateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6107,11 +6706,26 @@ func NewPutTemplateRequestWithBody(server string, name string, contentType strin
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetUserRequest constructs an http.Request for the GetUser method
-func NewGetUserRequest(server string, userId UserId) (*http.Request, error) {
+func NewGetUserRequest(server string, userId UserId, params *GetUserParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6139,24 +6753,39 @@ func NewGetUserRequest(server string, userId UserId) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewPutUserRequest calls the generic PutUser builder with application/json body
-func NewPutUserRequest(server string, userId UserId, body PutUserJSONRequestBody) (*http.Request, error) {
+func NewPutUserRequest(server string, userId UserId, params *PutUserParams, body PutUserJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPutUserRequestWithBody(server, userId, "application/json", bodyReader)
+	return NewPutUserRequestWithBody(server, userId, params, "application/json", bodyReader)
 }
 
 // NewPutUserRequestWithBody constructs an http.Request for the PutUser method, with any body, and a specified content type
-func NewPutUserRequestWithBody(server string, userId UserId, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutUserRequestWithBody(server string, userId UserId, params *PutUserParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6188,11 +6817,26 @@ func NewPutUserRequestWithBody(server string, userId UserId, contentType string,
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetPreferencesRequest constructs an http.Request for the GetPreferences method
-func NewGetPreferencesRequest(server string, userId UserId) (*http.Request, error) {
+func NewGetPreferencesRequest(server string, userId UserId, params *GetPreferencesParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6222,22 +6866,37 @@ func NewGetPreferencesRequest(server string, userId UserId) (*http.Request, erro
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPutPreferencesRequest calls the generic PutPreferences builder with application/json body
-func NewPutPreferencesRequest(server string, userId UserId, body PutPreferencesJSONRequestBody) (*http.Request, error) {
+func NewPutPreferencesRequest(server string, userId UserId, params *PutPreferencesParams, body PutPreferencesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPutPreferencesRequestWithBody(server, userId, "application/json", bodyReader)
+	return NewPutPreferencesRequestWithBody(server, userId, params, "application/json", bodyReader)
 }
 
 // NewPutPreferencesRequestWithBody constructs an http.Request for the PutPreferences method, with any body, and a specified content type
-func NewPutPreferencesRequestWithBody(server string, userId UserId, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutPreferencesRequestWithBody(server string, userId UserId, params *PutPreferencesParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6269,11 +6928,26 @@ func NewPutPreferencesRequestWithBody(server string, userId UserId, contentType 
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewListWebhookEndpointsRequest constructs an http.Request for the ListWebhookEndpoints method
-func NewListWebhookEndpointsRequest(server string) (*http.Request, error) {
+func NewListWebhookEndpointsRequest(server string, params *ListWebhookEndpointsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6296,22 +6970,37 @@ func NewListWebhookEndpointsRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPostWebhookEndpointRequest calls the generic PostWebhookEndpoint builder with application/json body
-func NewPostWebhookEndpointRequest(server string, body PostWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewPostWebhookEndpointRequest(server string, params *PostWebhookEndpointParams, body PostWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPostWebhookEndpointRequestWithBody(server, "application/json", bodyReader)
+	return NewPostWebhookEndpointRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewPostWebhookEndpointRequestWithBody constructs an http.Request for the PostWebhookEndpoint method, with any body, and a specified content type
-func NewPostWebhookEndpointRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostWebhookEndpointRequestWithBody(server string, params *PostWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6336,11 +7025,26 @@ func NewPostWebhookEndpointRequestWithBody(server string, contentType string, bo
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewDeleteWebhookEndpointRequest constructs an http.Request for the DeleteWebhookEndpoint method
-func NewDeleteWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+func NewDeleteWebhookEndpointRequest(server string, id WebhookEndpointId, params *DeleteWebhookEndpointParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6370,11 +7074,26 @@ func NewDeleteWebhookEndpointRequest(server string, id WebhookEndpointId) (*http
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetWebhookEndpointRequest constructs an http.Request for the GetWebhookEndpoint method
-func NewGetWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+func NewGetWebhookEndpointRequest(server string, id WebhookEndpointId, params *GetWebhookEndpointParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6402,6 +7121,21 @@ func NewGetWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Re
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6465,11 +7199,26 @@ func NewGetWebhookEndpointAttemptsRequest(server string, id WebhookEndpointId, p
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewEnableWebhookEndpointRequest constructs an http.Request for the EnableWebhookEndpoint method
-func NewEnableWebhookEndpointRequest(server string, id WebhookEndpointId) (*http.Request, error) {
+func NewEnableWebhookEndpointRequest(server string, id WebhookEndpointId, params *EnableWebhookEndpointParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6499,22 +7248,37 @@ func NewEnableWebhookEndpointRequest(server string, id WebhookEndpointId) (*http
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewReplayWebhookEndpointRequest calls the generic ReplayWebhookEndpoint builder with application/json body
-func NewReplayWebhookEndpointRequest(server string, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody) (*http.Request, error) {
+func NewReplayWebhookEndpointRequest(server string, id WebhookEndpointId, params *ReplayWebhookEndpointParams, body ReplayWebhookEndpointJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewReplayWebhookEndpointRequestWithBody(server, id, "application/json", bodyReader)
+	return NewReplayWebhookEndpointRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewReplayWebhookEndpointRequestWithBody constructs an http.Request for the ReplayWebhookEndpoint method, with any body, and a specified content type
-func NewReplayWebhookEndpointRequestWithBody(server string, id WebhookEndpointId, contentType string, body io.Reader) (*http.Request, error) {
+func NewReplayWebhookEndpointRequestWithBody(server string, id WebhookEndpointId, params *ReplayWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6546,11 +7310,26 @@ func NewReplayWebhookEndpointRequestWithBody(server string, id WebhookEndpointId
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewHealthzRequest constructs an http.Request for the Healthz method
-func NewHealthzRequest(server string) (*http.Request, error) {
+func NewHealthzRequest(server string, params *HealthzParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6571,13 +7350,28 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewHealthzHeadRequest constructs an http.Request for the HealthzHead method
-func NewHealthzHeadRequest(server string) (*http.Request, error) {
+func NewHealthzHeadRequest(server string, params *HealthzHeadParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6600,11 +7394,26 @@ func NewHealthzHeadRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
-func NewGetOpenAPIRequest(server string) (*http.Request, error) {
+func NewGetOpenAPIRequest(server string, params *GetOpenAPIParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6627,11 +7436,26 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewHeadOpenAPIRequest constructs an http.Request for the HeadOpenAPI method
-func NewHeadOpenAPIRequest(server string) (*http.Request, error) {
+func NewHeadOpenAPIRequest(server string, params *HeadOpenAPIParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6652,6 +7476,21 @@ func NewHeadOpenAPIRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6716,6 +7555,17 @@ func NewSendgridEventsRequestWithBody(server string, params *SendgridEventsParam
 			}
 
 			req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", headerParam1)
+		}
+
+		if params.Traceparent != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam2)
 		}
 
 	}
@@ -6794,6 +7644,17 @@ func NewTwilioStatusCallbackRequestWithBody(server string, params *TwilioStatusC
 			}
 
 			req.Header.Set("X-Twilio-Signature", headerParam0)
+		}
+
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
 		}
 
 	}
@@ -6876,33 +7737,48 @@ func NewVonageDeliveryReceiptGetRequest(server string, params *VonageDeliveryRec
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewVonageDeliveryReceiptRequest calls the generic VonageDeliveryReceipt builder with application/json body
-func NewVonageDeliveryReceiptRequest(server string, body VonageDeliveryReceiptJSONRequestBody) (*http.Request, error) {
+func NewVonageDeliveryReceiptRequest(server string, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewVonageDeliveryReceiptRequestWithBody(server, "application/json", bodyReader)
+	return NewVonageDeliveryReceiptRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewVonageDeliveryReceiptRequestWithFormdataBody calls the generic VonageDeliveryReceipt builder with application/x-www-form-urlencoded body
-func NewVonageDeliveryReceiptRequestWithFormdataBody(server string, body VonageDeliveryReceiptFormdataRequestBody) (*http.Request, error) {
+func NewVonageDeliveryReceiptRequestWithFormdataBody(server string, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptFormdataRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	bodyStr, err := runtime.MarshalForm(body, nil)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = strings.NewReader(bodyStr.Encode())
-	return NewVonageDeliveryReceiptRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+	return NewVonageDeliveryReceiptRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
 }
 
 // NewVonageDeliveryReceiptRequestWithBody constructs an http.Request for the VonageDeliveryReceipt method, with any body, and a specified content type
-func NewVonageDeliveryReceiptRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewVonageDeliveryReceiptRequestWithBody(server string, params *VonageDeliveryReceiptParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6927,11 +7803,26 @@ func NewVonageDeliveryReceiptRequestWithBody(server string, contentType string, 
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewReadyzRequest constructs an http.Request for the Readyz method
-func NewReadyzRequest(server string) (*http.Request, error) {
+func NewReadyzRequest(server string, params *ReadyzParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6954,11 +7845,26 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewReadyzHeadRequest constructs an http.Request for the ReadyzHead method
-func NewReadyzHeadRequest(server string) (*http.Request, error) {
+func NewReadyzHeadRequest(server string, params *ReadyzHeadParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6979,6 +7885,21 @@ func NewReadyzHeadRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7058,7 +7979,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/campaigns/{id} (the `GetCampaign` operationId).
-	GetCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*GetCampaignResponse, error)
+	GetCampaignWithResponse(ctx context.Context, id CampaignId, params *GetCampaignParams, reqEditors ...RequestEditorFn) (*GetCampaignResponse, error)
 
 	// CancelCampaignWithResponse Cancel a campaign
 	//
@@ -7069,21 +7990,21 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/campaigns/{id}/cancel (the `CancelCampaign` operationId).
-	CancelCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*CancelCampaignResponse, error)
+	CancelCampaignWithResponse(ctx context.Context, id CampaignId, params *CancelCampaignParams, reqEditors ...RequestEditorFn) (*CancelCampaignResponse, error)
 
 	// PostCampaignRecipientsWithBodyWithResponse Add user ids to a DRAFT campaign given by list
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-	PostCampaignRecipientsWithBodyWithResponse(ctx context.Context, id CampaignId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error)
+	PostCampaignRecipientsWithBodyWithResponse(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error)
 
 	// PostCampaignRecipientsWithResponse Add user ids to a DRAFT campaign given by list
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-	PostCampaignRecipientsWithResponse(ctx context.Context, id CampaignId, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error)
+	PostCampaignRecipientsWithResponse(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error)
 
 	// StartCampaignWithResponse Start a DRAFT campaign
 	//
@@ -7092,7 +8013,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/campaigns/{id}/start (the `StartCampaign` operationId).
-	StartCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*StartCampaignResponse, error)
+	StartCampaignWithResponse(ctx context.Context, id CampaignId, params *StartCampaignParams, reqEditors ...RequestEditorFn) (*StartCampaignResponse, error)
 
 	// PostNotificationWithBodyWithResponse Accept a notification
 	//
@@ -7124,7 +8045,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/notifications/{id} (the `GetNotification` operationId).
-	GetNotificationWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetNotificationResponse, error)
+	GetNotificationWithResponse(ctx context.Context, id string, params *GetNotificationParams, reqEditors ...RequestEditorFn) (*GetNotificationResponse, error)
 
 	// PostRedriveWithBodyWithResponse Re-drive the deliveries a filter selects
 	//
@@ -7159,14 +8080,14 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/redrives/{id} (the `GetRedrive` operationId).
-	GetRedriveWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetRedriveResponse, error)
+	GetRedriveWithResponse(ctx context.Context, id string, params *GetRedriveParams, reqEditors ...RequestEditorFn) (*GetRedriveResponse, error)
 
 	// GetTemplateWithResponse A template
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/templates/{name} (the `GetTemplate` operationId).
-	GetTemplateWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetTemplateResponse, error)
+	GetTemplateWithResponse(ctx context.Context, name string, params *GetTemplateParams, reqEditors ...RequestEditorFn) (*GetTemplateResponse, error)
 
 	// PutTemplateWithBodyWithResponse Create or replace a template
 	//
@@ -7177,7 +8098,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-	PutTemplateWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error)
+	PutTemplateWithBodyWithResponse(ctx context.Context, name string, params *PutTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error)
 
 	// PutTemplateWithResponse Create or replace a template
 	//
@@ -7188,14 +8109,14 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-	PutTemplateWithResponse(ctx context.Context, name string, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error)
+	PutTemplateWithResponse(ctx context.Context, name string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error)
 
 	// GetUserWithResponse A user's contact profile
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/users/{userId} (the `GetUser` operationId).
-	GetUserWithResponse(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*GetUserResponse, error)
+	GetUserWithResponse(ctx context.Context, userId UserId, params *GetUserParams, reqEditors ...RequestEditorFn) (*GetUserResponse, error)
 
 	// PutUserWithBodyWithResponse Store a user's contact profile
 	//
@@ -7204,7 +8125,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-	PutUserWithBodyWithResponse(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUserResponse, error)
+	PutUserWithBodyWithResponse(ctx context.Context, userId UserId, params *PutUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUserResponse, error)
 
 	// PutUserWithResponse Store a user's contact profile
 	//
@@ -7213,7 +8134,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-	PutUserWithResponse(ctx context.Context, userId UserId, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUserResponse, error)
+	PutUserWithResponse(ctx context.Context, userId UserId, params *PutUserParams, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUserResponse, error)
 
 	// GetPreferencesWithResponse A user's preferences
 	//
@@ -7222,7 +8143,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/users/{userId}/preferences (the `GetPreferences` operationId).
-	GetPreferencesWithResponse(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*GetPreferencesResponse, error)
+	GetPreferencesWithResponse(ctx context.Context, userId UserId, params *GetPreferencesParams, reqEditors ...RequestEditorFn) (*GetPreferencesResponse, error)
 
 	// PutPreferencesWithBodyWithResponse Store a user's preferences
 	//
@@ -7231,7 +8152,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-	PutPreferencesWithBodyWithResponse(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error)
+	PutPreferencesWithBodyWithResponse(ctx context.Context, userId UserId, params *PutPreferencesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error)
 
 	// PutPreferencesWithResponse Store a user's preferences
 	//
@@ -7240,14 +8161,14 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-	PutPreferencesWithResponse(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error)
+	PutPreferencesWithResponse(ctx context.Context, userId UserId, params *PutPreferencesParams, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error)
 
 	// ListWebhookEndpointsWithResponse The client's webhook endpoints, oldest first
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
-	ListWebhookEndpointsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error)
+	ListWebhookEndpointsWithResponse(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error)
 
 	// PostWebhookEndpointWithBodyWithResponse Register a webhook endpoint for the client's status events
 	//
@@ -7262,7 +8183,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-	PostWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
+	PostWebhookEndpointWithBodyWithResponse(ctx context.Context, params *PostWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
 
 	// PostWebhookEndpointWithResponse Register a webhook endpoint for the client's status events
 	//
@@ -7277,21 +8198,21 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-	PostWebhookEndpointWithResponse(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
+	PostWebhookEndpointWithResponse(ctx context.Context, params *PostWebhookEndpointParams, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error)
 
 	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint with its pending events and attempts log
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
-	DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error)
+	DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error)
 
 	// GetWebhookEndpointWithResponse A webhook endpoint
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
-	GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error)
+	GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error)
 
 	// GetWebhookEndpointAttemptsWithResponse The endpoint's attempts log, newest first
 	//
@@ -7308,7 +8229,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
-	EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error)
+	EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error)
 
 	// ReplayWebhookEndpointWithBodyWithResponse Send the client's events since a time to the endpoint again
 	//
@@ -7320,7 +8241,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-	ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
+	ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
 
 	// ReplayWebhookEndpointWithResponse Send the client's events since a time to the endpoint again
 	//
@@ -7332,35 +8253,35 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-	ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
+	ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error)
 
 	// HealthzWithResponse Liveness
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
-	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+	HealthzWithResponse(ctx context.Context, params *HealthzParams, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// HealthzHeadWithResponse Liveness, without a body
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
-	HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error)
+	HealthzHeadWithResponse(ctx context.Context, params *HealthzHeadParams, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error)
 
 	// GetOpenAPIWithResponse This description
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
-	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
+	GetOpenAPIWithResponse(ctx context.Context, params *GetOpenAPIParams, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
 	// HeadOpenAPIWithResponse This description, without a body
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
-	HeadOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadOpenAPIResponse, error)
+	HeadOpenAPIWithResponse(ctx context.Context, params *HeadOpenAPIParams, reqEditors ...RequestEditorFn) (*HeadOpenAPIResponse, error)
 
 	// SendgridEventsWithBodyWithResponse SendGrid Event Webhook
 	//
@@ -7432,7 +8353,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
+	VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
 
 	// VonageDeliveryReceiptWithResponse Vonage delivery receipt (POST)
 	//
@@ -7441,7 +8362,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceiptWithResponse(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
+	VonageDeliveryReceiptWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
 
 	// VonageDeliveryReceiptWithFormdataBodyWithResponse Vonage delivery receipt (POST)
 	//
@@ -7450,7 +8371,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-	VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
+	VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error)
 
 	// ReadyzWithResponse Readiness
 	//
@@ -7460,14 +8381,14 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
-	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+	ReadyzWithResponse(ctx context.Context, params *ReadyzParams, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
 	// ReadyzHeadWithResponse Readiness, without a body
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
-	ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error)
+	ReadyzHeadWithResponse(ctx context.Context, params *ReadyzHeadParams, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error)
 }
 
 // PostCampaignResponse202Headers the declared response headers of an HTTP 202 response for PostCampaign
@@ -10142,11 +11063,25 @@ type SendgridEventsResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *BadSignature
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ReceiptsNotTaken
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ReceiptTooLarge
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r SendgridEventsResponse) GetApplicationproblemJSON403() *BadSignature {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SendgridEventsResponse) GetApplicationproblemJSON404() *ReceiptsNotTaken {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SendgridEventsResponse) GetApplicationproblemJSON413() *ReceiptTooLarge {
+	return r.ApplicationproblemJSON413
 }
 
 // GetBody returns the raw response body bytes
@@ -10183,11 +11118,25 @@ type TwilioStatusCallbackResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *BadSignature
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ReceiptsNotTaken
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ReceiptTooLarge
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r TwilioStatusCallbackResponse) GetApplicationproblemJSON403() *BadSignature {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TwilioStatusCallbackResponse) GetApplicationproblemJSON404() *ReceiptsNotTaken {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TwilioStatusCallbackResponse) GetApplicationproblemJSON413() *ReceiptTooLarge {
+	return r.ApplicationproblemJSON413
 }
 
 // GetBody returns the raw response body bytes
@@ -10224,11 +11173,25 @@ type VonageDeliveryReceiptGetResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *BadSignature
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ReceiptsNotTaken
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ReceiptTooLarge
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r VonageDeliveryReceiptGetResponse) GetApplicationproblemJSON403() *BadSignature {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r VonageDeliveryReceiptGetResponse) GetApplicationproblemJSON404() *ReceiptsNotTaken {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r VonageDeliveryReceiptGetResponse) GetApplicationproblemJSON413() *ReceiptTooLarge {
+	return r.ApplicationproblemJSON413
 }
 
 // GetBody returns the raw response body bytes
@@ -10265,11 +11228,25 @@ type VonageDeliveryReceiptResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *BadSignature
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ReceiptsNotTaken
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ReceiptTooLarge
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r VonageDeliveryReceiptResponse) GetApplicationproblemJSON403() *BadSignature {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r VonageDeliveryReceiptResponse) GetApplicationproblemJSON404() *ReceiptsNotTaken {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r VonageDeliveryReceiptResponse) GetApplicationproblemJSON413() *ReceiptTooLarge {
+	return r.ApplicationproblemJSON413
 }
 
 // GetBody returns the raw response body bytes
@@ -10425,8 +11402,8 @@ func (c *ClientWithResponses) PostCampaignWithResponse(ctx context.Context, para
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/campaigns/{id} (the `GetCampaign` operationId).
-func (c *ClientWithResponses) GetCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*GetCampaignResponse, error) {
-	rsp, err := c.GetCampaign(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetCampaignWithResponse(ctx context.Context, id CampaignId, params *GetCampaignParams, reqEditors ...RequestEditorFn) (*GetCampaignResponse, error) {
+	rsp, err := c.GetCampaign(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10442,8 +11419,8 @@ func (c *ClientWithResponses) GetCampaignWithResponse(ctx context.Context, id Ca
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/campaigns/{id}/cancel (the `CancelCampaign` operationId).
-func (c *ClientWithResponses) CancelCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*CancelCampaignResponse, error) {
-	rsp, err := c.CancelCampaign(ctx, id, reqEditors...)
+func (c *ClientWithResponses) CancelCampaignWithResponse(ctx context.Context, id CampaignId, params *CancelCampaignParams, reqEditors ...RequestEditorFn) (*CancelCampaignResponse, error) {
+	rsp, err := c.CancelCampaign(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10455,8 +11432,8 @@ func (c *ClientWithResponses) CancelCampaignWithResponse(ctx context.Context, id
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-func (c *ClientWithResponses) PostCampaignRecipientsWithBodyWithResponse(ctx context.Context, id CampaignId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error) {
-	rsp, err := c.PostCampaignRecipientsWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostCampaignRecipientsWithBodyWithResponse(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error) {
+	rsp, err := c.PostCampaignRecipientsWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10468,8 +11445,8 @@ func (c *ClientWithResponses) PostCampaignRecipientsWithBodyWithResponse(ctx con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/campaigns/{id}/recipients (the `PostCampaignRecipients` operationId).
-func (c *ClientWithResponses) PostCampaignRecipientsWithResponse(ctx context.Context, id CampaignId, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error) {
-	rsp, err := c.PostCampaignRecipients(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) PostCampaignRecipientsWithResponse(ctx context.Context, id CampaignId, params *PostCampaignRecipientsParams, body PostCampaignRecipientsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostCampaignRecipientsResponse, error) {
+	rsp, err := c.PostCampaignRecipients(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10483,8 +11460,8 @@ func (c *ClientWithResponses) PostCampaignRecipientsWithResponse(ctx context.Con
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/campaigns/{id}/start (the `StartCampaign` operationId).
-func (c *ClientWithResponses) StartCampaignWithResponse(ctx context.Context, id CampaignId, reqEditors ...RequestEditorFn) (*StartCampaignResponse, error) {
-	rsp, err := c.StartCampaign(ctx, id, reqEditors...)
+func (c *ClientWithResponses) StartCampaignWithResponse(ctx context.Context, id CampaignId, params *StartCampaignParams, reqEditors ...RequestEditorFn) (*StartCampaignResponse, error) {
+	rsp, err := c.StartCampaign(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10533,8 +11510,8 @@ func (c *ClientWithResponses) PostNotificationWithResponse(ctx context.Context, 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/notifications/{id} (the `GetNotification` operationId).
-func (c *ClientWithResponses) GetNotificationWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetNotificationResponse, error) {
-	rsp, err := c.GetNotification(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetNotificationWithResponse(ctx context.Context, id string, params *GetNotificationParams, reqEditors ...RequestEditorFn) (*GetNotificationResponse, error) {
+	rsp, err := c.GetNotification(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10586,8 +11563,8 @@ func (c *ClientWithResponses) PostRedriveWithResponse(ctx context.Context, param
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/redrives/{id} (the `GetRedrive` operationId).
-func (c *ClientWithResponses) GetRedriveWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetRedriveResponse, error) {
-	rsp, err := c.GetRedrive(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetRedriveWithResponse(ctx context.Context, id string, params *GetRedriveParams, reqEditors ...RequestEditorFn) (*GetRedriveResponse, error) {
+	rsp, err := c.GetRedrive(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10599,8 +11576,8 @@ func (c *ClientWithResponses) GetRedriveWithResponse(ctx context.Context, id str
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/templates/{name} (the `GetTemplate` operationId).
-func (c *ClientWithResponses) GetTemplateWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetTemplateResponse, error) {
-	rsp, err := c.GetTemplate(ctx, name, reqEditors...)
+func (c *ClientWithResponses) GetTemplateWithResponse(ctx context.Context, name string, params *GetTemplateParams, reqEditors ...RequestEditorFn) (*GetTemplateResponse, error) {
+	rsp, err := c.GetTemplate(ctx, name, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10616,8 +11593,8 @@ func (c *ClientWithResponses) GetTemplateWithResponse(ctx context.Context, name 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-func (c *ClientWithResponses) PutTemplateWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error) {
-	rsp, err := c.PutTemplateWithBody(ctx, name, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PutTemplateWithBodyWithResponse(ctx context.Context, name string, params *PutTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error) {
+	rsp, err := c.PutTemplateWithBody(ctx, name, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10633,8 +11610,8 @@ func (c *ClientWithResponses) PutTemplateWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/templates/{name} (the `PutTemplate` operationId).
-func (c *ClientWithResponses) PutTemplateWithResponse(ctx context.Context, name string, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error) {
-	rsp, err := c.PutTemplate(ctx, name, body, reqEditors...)
+func (c *ClientWithResponses) PutTemplateWithResponse(ctx context.Context, name string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error) {
+	rsp, err := c.PutTemplate(ctx, name, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10646,8 +11623,8 @@ func (c *ClientWithResponses) PutTemplateWithResponse(ctx context.Context, name 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/users/{userId} (the `GetUser` operationId).
-func (c *ClientWithResponses) GetUserWithResponse(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*GetUserResponse, error) {
-	rsp, err := c.GetUser(ctx, userId, reqEditors...)
+func (c *ClientWithResponses) GetUserWithResponse(ctx context.Context, userId UserId, params *GetUserParams, reqEditors ...RequestEditorFn) (*GetUserResponse, error) {
+	rsp, err := c.GetUser(ctx, userId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10661,8 +11638,8 @@ func (c *ClientWithResponses) GetUserWithResponse(ctx context.Context, userId Us
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-func (c *ClientWithResponses) PutUserWithBodyWithResponse(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUserResponse, error) {
-	rsp, err := c.PutUserWithBody(ctx, userId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PutUserWithBodyWithResponse(ctx context.Context, userId UserId, params *PutUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUserResponse, error) {
+	rsp, err := c.PutUserWithBody(ctx, userId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10676,8 +11653,8 @@ func (c *ClientWithResponses) PutUserWithBodyWithResponse(ctx context.Context, u
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/users/{userId} (the `PutUser` operationId).
-func (c *ClientWithResponses) PutUserWithResponse(ctx context.Context, userId UserId, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUserResponse, error) {
-	rsp, err := c.PutUser(ctx, userId, body, reqEditors...)
+func (c *ClientWithResponses) PutUserWithResponse(ctx context.Context, userId UserId, params *PutUserParams, body PutUserJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUserResponse, error) {
+	rsp, err := c.PutUser(ctx, userId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10691,8 +11668,8 @@ func (c *ClientWithResponses) PutUserWithResponse(ctx context.Context, userId Us
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/users/{userId}/preferences (the `GetPreferences` operationId).
-func (c *ClientWithResponses) GetPreferencesWithResponse(ctx context.Context, userId UserId, reqEditors ...RequestEditorFn) (*GetPreferencesResponse, error) {
-	rsp, err := c.GetPreferences(ctx, userId, reqEditors...)
+func (c *ClientWithResponses) GetPreferencesWithResponse(ctx context.Context, userId UserId, params *GetPreferencesParams, reqEditors ...RequestEditorFn) (*GetPreferencesResponse, error) {
+	rsp, err := c.GetPreferences(ctx, userId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10706,8 +11683,8 @@ func (c *ClientWithResponses) GetPreferencesWithResponse(ctx context.Context, us
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-func (c *ClientWithResponses) PutPreferencesWithBodyWithResponse(ctx context.Context, userId UserId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error) {
-	rsp, err := c.PutPreferencesWithBody(ctx, userId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PutPreferencesWithBodyWithResponse(ctx context.Context, userId UserId, params *PutPreferencesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error) {
+	rsp, err := c.PutPreferencesWithBody(ctx, userId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10721,8 +11698,8 @@ func (c *ClientWithResponses) PutPreferencesWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/users/{userId}/preferences (the `PutPreferences` operationId).
-func (c *ClientWithResponses) PutPreferencesWithResponse(ctx context.Context, userId UserId, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error) {
-	rsp, err := c.PutPreferences(ctx, userId, body, reqEditors...)
+func (c *ClientWithResponses) PutPreferencesWithResponse(ctx context.Context, userId UserId, params *PutPreferencesParams, body PutPreferencesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPreferencesResponse, error) {
+	rsp, err := c.PutPreferences(ctx, userId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10734,8 +11711,8 @@ func (c *ClientWithResponses) PutPreferencesWithResponse(ctx context.Context, us
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/webhook-endpoints (the `ListWebhookEndpoints` operationId).
-func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error) {
-	rsp, err := c.ListWebhookEndpoints(ctx, reqEditors...)
+func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error) {
+	rsp, err := c.ListWebhookEndpoints(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10755,8 +11732,8 @@ func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-func (c *ClientWithResponses) PostWebhookEndpointWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
-	rsp, err := c.PostWebhookEndpointWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostWebhookEndpointWithBodyWithResponse(ctx context.Context, params *PostWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
+	rsp, err := c.PostWebhookEndpointWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10776,8 +11753,8 @@ func (c *ClientWithResponses) PostWebhookEndpointWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/webhook-endpoints (the `PostWebhookEndpoint` operationId).
-func (c *ClientWithResponses) PostWebhookEndpointWithResponse(ctx context.Context, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
-	rsp, err := c.PostWebhookEndpoint(ctx, body, reqEditors...)
+func (c *ClientWithResponses) PostWebhookEndpointWithResponse(ctx context.Context, params *PostWebhookEndpointParams, body PostWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWebhookEndpointResponse, error) {
+	rsp, err := c.PostWebhookEndpoint(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10789,8 +11766,8 @@ func (c *ClientWithResponses) PostWebhookEndpointWithResponse(ctx context.Contex
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
-func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error) {
-	rsp, err := c.DeleteWebhookEndpoint(ctx, id, reqEditors...)
+func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error) {
+	rsp, err := c.DeleteWebhookEndpoint(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10802,8 +11779,8 @@ func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Cont
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
-func (c *ClientWithResponses) GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error) {
-	rsp, err := c.GetWebhookEndpoint(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error) {
+	rsp, err := c.GetWebhookEndpoint(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10831,8 +11808,8 @@ func (c *ClientWithResponses) GetWebhookEndpointAttemptsWithResponse(ctx context
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
-func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error) {
-	rsp, err := c.EnableWebhookEndpoint(ctx, id, reqEditors...)
+func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error) {
+	rsp, err := c.EnableWebhookEndpoint(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10849,8 +11826,8 @@ func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Cont
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-func (c *ClientWithResponses) ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
-	rsp, err := c.ReplayWebhookEndpointWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookEndpointWithBodyWithResponse(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
+	rsp, err := c.ReplayWebhookEndpointWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10867,8 +11844,8 @@ func (c *ClientWithResponses) ReplayWebhookEndpointWithBodyWithResponse(ctx cont
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/webhook-endpoints/{id}/replay (the `ReplayWebhookEndpoint` operationId).
-func (c *ClientWithResponses) ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
-	rsp, err := c.ReplayWebhookEndpoint(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) ReplayWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *ReplayWebhookEndpointParams, body ReplayWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayWebhookEndpointResponse, error) {
+	rsp, err := c.ReplayWebhookEndpoint(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10880,8 +11857,8 @@ func (c *ClientWithResponses) ReplayWebhookEndpointWithResponse(ctx context.Cont
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
-func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error) {
-	rsp, err := c.Healthz(ctx, reqEditors...)
+func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, params *HealthzParams, reqEditors ...RequestEditorFn) (*HealthzResponse, error) {
+	rsp, err := c.Healthz(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10893,8 +11870,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with HEAD /healthz (the `HealthzHead` operationId).
-func (c *ClientWithResponses) HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error) {
-	rsp, err := c.HealthzHead(ctx, reqEditors...)
+func (c *ClientWithResponses) HealthzHeadWithResponse(ctx context.Context, params *HealthzHeadParams, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error) {
+	rsp, err := c.HealthzHead(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10906,8 +11883,8 @@ func (c *ClientWithResponses) HealthzHeadWithResponse(ctx context.Context, reqEd
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
-func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error) {
-	rsp, err := c.GetOpenAPI(ctx, reqEditors...)
+func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, params *GetOpenAPIParams, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error) {
+	rsp, err := c.GetOpenAPI(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10919,8 +11896,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with HEAD /openapi.yaml (the `HeadOpenAPI` operationId).
-func (c *ClientWithResponses) HeadOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadOpenAPIResponse, error) {
-	rsp, err := c.HeadOpenAPI(ctx, reqEditors...)
+func (c *ClientWithResponses) HeadOpenAPIWithResponse(ctx context.Context, params *HeadOpenAPIParams, reqEditors ...RequestEditorFn) (*HeadOpenAPIResponse, error) {
+	rsp, err := c.HeadOpenAPI(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11027,8 +12004,8 @@ func (c *ClientWithResponses) VonageDeliveryReceiptGetWithResponse(ctx context.C
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *ClientWithResponses) VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
-	rsp, err := c.VonageDeliveryReceiptWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) VonageDeliveryReceiptWithBodyWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceiptWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11042,8 +12019,8 @@ func (c *ClientWithResponses) VonageDeliveryReceiptWithBodyWithResponse(ctx cont
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *ClientWithResponses) VonageDeliveryReceiptWithResponse(ctx context.Context, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
-	rsp, err := c.VonageDeliveryReceipt(ctx, body, reqEditors...)
+func (c *ClientWithResponses) VonageDeliveryReceiptWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceipt(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11057,8 +12034,8 @@ func (c *ClientWithResponses) VonageDeliveryReceiptWithResponse(ctx context.Cont
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /providers/vonage/dlr (the `VonageDeliveryReceipt` operationId).
-func (c *ClientWithResponses) VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
-	rsp, err := c.VonageDeliveryReceiptWithFormdataBody(ctx, body, reqEditors...)
+func (c *ClientWithResponses) VonageDeliveryReceiptWithFormdataBodyWithResponse(ctx context.Context, params *VonageDeliveryReceiptParams, body VonageDeliveryReceiptFormdataRequestBody, reqEditors ...RequestEditorFn) (*VonageDeliveryReceiptResponse, error) {
+	rsp, err := c.VonageDeliveryReceiptWithFormdataBody(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11073,8 +12050,8 @@ func (c *ClientWithResponses) VonageDeliveryReceiptWithFormdataBodyWithResponse(
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
-func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error) {
-	rsp, err := c.Readyz(ctx, reqEditors...)
+func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, params *ReadyzParams, reqEditors ...RequestEditorFn) (*ReadyzResponse, error) {
+	rsp, err := c.Readyz(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11086,8 +12063,8 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
-func (c *ClientWithResponses) ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error) {
-	rsp, err := c.ReadyzHead(ctx, reqEditors...)
+func (c *ClientWithResponses) ReadyzHeadWithResponse(ctx context.Context, params *ReadyzHeadParams, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error) {
+	rsp, err := c.ReadyzHead(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13608,6 +14585,20 @@ func ParseSendgridEventsResponse(rsp *http.Response) (*SendgridEventsResponse, e
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ReceiptsNotTaken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ReceiptTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
 	case rsp.StatusCode == 503:
 		break // No content-type
 
@@ -13639,6 +14630,20 @@ func ParseTwilioStatusCallbackResponse(rsp *http.Response) (*TwilioStatusCallbac
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ReceiptsNotTaken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ReceiptTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
 
 	case rsp.StatusCode == 503:
 		break // No content-type
@@ -13672,6 +14677,20 @@ func ParseVonageDeliveryReceiptGetResponse(rsp *http.Response) (*VonageDeliveryR
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ReceiptsNotTaken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ReceiptTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
 	case rsp.StatusCode == 503:
 		break // No content-type
 
@@ -13703,6 +14722,20 @@ func ParseVonageDeliveryReceiptResponse(rsp *http.Response) (*VonageDeliveryRece
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ReceiptsNotTaken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ReceiptTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
 
 	case rsp.StatusCode == 503:
 		break // No content-type

@@ -15,6 +15,10 @@
 //	res, err := c.PostNotificationWithResponse(ctx, &client.PostNotificationParams{IdempotencyKey: "order-1234-shipped"},
 //		client.NotificationRequest{UserId: 42, Template: "order_shipped", Channels: client.Channels{client.PUSH}})
 //	// res.JSON202.Id, or res.JSON422.Code …
+//
+// Every operation takes its headers in a params argument (nil for none): the W3C
+// traceparent on each (GetNotificationParams.Traceparent …), Idempotency-Key where the
+// operation requires one.
 package client
 
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml -o client.gen.go ../docs/openapi.yaml

@@ -153,14 +153,22 @@ const maxBody = 1 << 20
 func (x *Receiver) endpoint(provider string, parse parser) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			delivery.CountReceipt(r.Context(), provider, delivery.ReceiptRejected, "")
+			writeProblem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "the receipt request exceeds 1 MiB")
+			return
+		}
 		if err != nil {
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			// The body did not arrive whole (the provider went away, or was too slow): nothing
+			// changed, and a 503 asks for the receipt again, if anyone is still listening.
+			x.log.Info("receipt body not read", zap.String("provider", provider), zap.Error(err))
+			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
 		rs, err := parse(r, body)
 		if errors.Is(err, errBadSignature) {
 			delivery.CountReceipt(r.Context(), provider, delivery.ReceiptRejected, "")
-			writeBadSignature(w)
+			writeProblem(w, http.StatusForbidden, ProblemBadSignature, "the receipt's signature is missing or does not verify")
 			return
 		}
 		if err != nil {
@@ -198,13 +206,17 @@ func (x *Receiver) apply(ctx context.Context, r delivery.Receipt) error {
 // API's codes (ingest/problem.go, docs/openapi.yaml).
 const ProblemBadSignature = "bad_signature"
 
-func writeBadSignature(w http.ResponseWriter) {
+// ProblemBodyTooLarge is the problem code of a receipt request over 1 MiB, the API's
+// body_too_large.
+const ProblemBodyTooLarge = "body_too_large"
+
+// writeProblem answers an RFC 9457 problem with one of the API's codes.
+func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(http.StatusForbidden)
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "urn:herald:problem:" + ProblemBadSignature, "title": http.StatusText(http.StatusForbidden),
-		"status": http.StatusForbidden, "code": ProblemBadSignature,
-		"detail": "the receipt's signature is missing or does not verify",
+		"type": "urn:herald:problem:" + code, "title": http.StatusText(status),
+		"status": status, "code": code, "detail": detail,
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/internal/delivery"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 	"github.com/heraldhq/herald/receipts"
 	"github.com/heraldhq/herald/senders/sendgrid"
@@ -53,7 +54,8 @@ func newEnv(t *testing.T, hold time.Duration) *env {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
+	// Every receipt request and answer is checked against docs/openapi.yaml.
+	srv := httptest.NewServer(openapitest.Handler(t, mux))
 	t.Cleanup(srv.Close)
 	rx, err := receipts.New(receipts.Config{PublicURL: srv.URL + "/", TwilioAuthToken: twilioToken,
 		VonageSignatureSecret: vonageSecret, SendGridPublicKey: &key.PublicKey, Hold: hold, SweepInterval: 50 * time.Millisecond},
@@ -224,6 +226,36 @@ func TestReceiptsPerProvider(t *testing.T) {
 			require.Equal(t, 1, e.held(t, unknown), "an unknown id is held")
 		})
 	}
+}
+
+// TestReceiptOverOneMiB: a receipt request over 1 MiB is 413 body_too_large and changes
+// nothing, whatever its signature.
+func TestReceiptOverOneMiB(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	id := e.delivery(t, herald.StatusSent)
+	before := e.state(t, id)
+	body, err := json.Marshal([]map[string]any{{"event": "delivered", sendgrid.DeliveryIDArg: id,
+		"padding": strings.Repeat("x", 1<<20)}})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, e.url+receipts.SendGridPath, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	sig, err := receipts.SendGridSign(e.sgKey, ts, body)
+	require.NoError(t, err)
+	req.Header.Set("X-Twilio-Email-Event-Webhook-Signature", sig)
+	req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", ts)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	var p map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	require.Equal(t, receipts.ProblemBodyTooLarge, p["code"])
+	require.Equal(t, before, e.state(t, id))
+	require.Zero(t, e.held(t, id))
 }
 
 // TestReceiptBeforeSendCommit: the provider's receipt comes while herald has not recorded the

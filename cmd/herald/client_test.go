@@ -43,7 +43,8 @@ func TestGeneratedClient(t *testing.T) {
 
 	var got *client.Notification
 	heraldtest.WaitFor(t, 60*time.Second, "the OTP to be SENT", func() bool {
-		r, err := c.GetNotificationWithResponse(ctx, id)
+		tp := client.Traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		r, err := c.GetNotificationWithResponse(ctx, id, &client.GetNotificationParams{Traceparent: &tp})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, r.StatusCode(), "%s", r.Body)
 		got = r.JSON200
@@ -66,7 +67,7 @@ func TestGeneratedClient(t *testing.T) {
 	require.NotNil(t, res.ApplicationproblemJSON422)
 	require.EqualValues(t, "idempotency_key_reused", res.ApplicationproblemJSON422.Code)
 
-	missing, err := c.GetNotificationWithResponse(ctx, "01a229cf-44c9-7dc8-910f-23f85bba1e50")
+	missing, err := c.GetNotificationWithResponse(ctx, "01a229cf-44c9-7dc8-910f-23f85bba1e50", nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, missing.StatusCode())
 	require.NotNil(t, missing.ApplicationproblemJSON404)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,13 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/heraldtest"
+	"github.com/heraldhq/herald/internal/openapitest"
 )
 
 // TestEndToEndReceipts: herald sim, told herald's public URL, sends signed receipts (some
 // twice, some out of order, a moment after each message) for every SMS (Twilio and Vonage)
 // and e-mail (SendGrid) herald sends; every delivery goes SENT → DELIVERED through the real
 // receipt endpoints, GET /api/notifications/{id} shows the receipt that did it, and
-// herald_receipts_total counts them by provider.
+// herald_receipts_total counts them by provider. Every receipt request and its answer match
+// docs/openapi.yaml.
 func TestEndToEndReceipts(t *testing.T) {
 	t.Parallel()
 	const users, n = 2, 8
@@ -27,15 +33,32 @@ func TestEndToEndReceipts(t *testing.T) {
 		"--channels", "SMS,EMAIL", "--admin-addr", admin}
 	var secret string
 	e.key, secret = e.st.apiClient(t)
-	e.sim = startSim(t, "--sim-webhook-secret", secret, "--public-url", "http://"+e.addr,
+	// herald's public URL is a proxy in front of it that checks every receipt the simulator
+	// posts, and herald's answer, against docs/openapi.yaml, while the test runs: a late
+	// receipt that reaches the proxy after herald has stopped (the proxy's 502) is no answer
+	// of herald's.
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: e.addr})
+	checked := openapitest.Handler(t, proxy)
+	var checking atomic.Bool
+	checking.Store(true)
+	public := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if checking.Load() {
+			checked.ServeHTTP(w, r)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(public.Close)
+	e.sim = startSim(t, "--sim-webhook-secret", secret, "--public-url", public.URL,
 		"--sim-receipts-delivered", "1", "--sim-receipts-duplicate", "0.5", "--sim-receipts-reorder", "0.5",
 		"--sim-receipts-delay", "20ms")
-	require.Equal(t, "http://"+e.addr, e.sim.env["HERALD_PUBLIC_URL"])
+	require.Equal(t, public.URL, e.sim.env["HERALD_PUBLIC_URL"])
 	pool, err := pgxpool.New(context.Background(), e.st.dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	e.pool = pool
 	e.first = e.serve(t, "serve")
+	t.Cleanup(func() { checking.Store(false) }) // runs before herald stops
 	e.put(t, "/api/templates/otp", otpTemplate)
 	for u := 1; u <= users; u++ {
 		e.put(t, fmt.Sprintf("/api/users/%d", u), fmt.Sprintf(`{"email": "user%d@example.com", "phone": "+1555010%04d"}`, u, u))

@@ -13,7 +13,9 @@ import (
 // description has no operation for pass unchecked (the console, the admin listener's
 // /metrics, a probe of a path the API listener must not serve): Handler checks the API's own
 // 404 and 405 answers. So does net/http's own 404 page: the answer of a listener that does not
-// serve the API at all (the admin listener, herald serve without the ingest role).
+// serve the API at all (the admin listener, herald serve without the ingest role). That a
+// path of the API passes unchecked only because the description lacks it cannot happen:
+// ingest's TestEveryRouteIsDescribed holds the router and the description to the same paths.
 func Transport(rt http.RoundTripper, report func(msg string)) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		v, err := Shared()
