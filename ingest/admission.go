@@ -37,6 +37,9 @@ type admission struct {
 	wait        time.Duration
 	waiting     atomic.Int64 // NORMAL and LOW requests waiting for a slot
 	meanHold    atomic.Int64 // moving mean of how long a NORMAL or LOW request holds its slot, ns
+	// read and insert estimate the accept's two database steps, for inTime
+	// (admission_deadline.go).
+	read, insert stepEstimate
 
 	admissions metric.Int64Counter       // by priority and result
 	inFlight   metric.Int64UpDownCounter // admitted requests holding a slot, by priority
@@ -47,6 +50,8 @@ const (
 	admitted = "admitted" // the request got a slot
 	refused  = "refused"  // no slot within the queue wait: 503 overloaded
 	shed     = "shed"     // refused at once: no slot could come within what is left of the wait
+	// late (admission_deadline.go): admitted, then refused before a database step it could
+	// not finish by its answer-by time.
 	canceled = "canceled" // the client went away while the request waited
 )
 
@@ -61,6 +66,7 @@ func newAdmission(slots, highReserve int, wait time.Duration, meter metric.Meter
 	if a.admissions, err = meter.Int64Counter("herald.ingest.admissions",
 		metric.WithDescription("POST /api/notifications requests by priority and admission result (admitted, refused: "+
 			"503 overloaded after the wait, shed: 503 overloaded at once because no slot could come within the wait, "+
+			"late: admitted, then 503 overloaded before a database step it could not finish within the wait, "+
 			"canceled: the client went away while waiting).")); err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}

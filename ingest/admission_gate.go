@@ -33,12 +33,14 @@ func (a *API) admissionGate(next http.Handler) http.Handler {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(body), errReader{err}), r.Body}
-		release, err := a.admit.admit(ctx, sniffPriority(body))
+		prio := sniffPriority(body)
+		release, err := a.admit.admit(ctx, prio)
 		if err != nil {
 			a.fail(w, r.WithContext(ctx), err)
 			return
 		}
 		defer release()
+		ctx = a.admit.withAnswerBy(ctx, prio)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -107,3 +107,57 @@ func TestSniffPriority(t *testing.T) {
 		require.Equal(t, want, sniffPriority([]byte(body)), body)
 	}
 }
+
+// While the API is overloaded (a request waits for a slot), an admitted NORMAL or LOW POST is
+// answered 503 overloaded at once, writing nothing, when its database steps could not finish by
+// its answer-by time (arrival plus the admission wait): reads estimated at two hours, then
+// inserts. HIGH has no answer-by time and is accepted meanwhile; with nobody waiting, and once
+// the estimate is stale, NORMAL goes ahead (the refused request, repeated with its
+// Idempotency-Key). With an hour's wait, a POST that went ahead regardless would be accepted,
+// and the test fail.
+func TestAdmittedPostRefusedBeforeAStepItCannotFinish(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	otelMeter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	e := newEnvWith(t, Config{AdmissionSlots: 4, AdmissionHighReserve: 1, AdmissionWait: time.Hour}, zaptest.NewLogger(t))
+	admit, err := newAdmission(4, 1, time.Hour, otelMeter.Meter("test"))
+	require.NoError(t, err)
+	e.api.admit = admit
+	e.template("otp", "security", "SMS")
+	e.user(7, map[string]any{"phone": "+15551234567"})
+	const normal = `{"userId":7,"template":"otp","channels":["SMS"],"priority":"NORMAL"}`
+	stale := func(e *stepEstimate) {
+		e.mu.Lock()
+		e.last = time.Now().Add(-2 * estimateFresh)
+		e.mu.Unlock()
+	}
+
+	observe := func(e *stepEstimate, d time.Duration) {
+		for range estimateWarm {
+			e.observe(d)
+		}
+	}
+	admit.waiting.Store(1)            // a request waits for a slot: the API is overloaded
+	observe(&admit.read, 2*time.Hour) // reads take two hours: refused before the read
+	requireProblem(t, e.post("k-1", normal), http.StatusServiceUnavailable, codeOverloaded)
+	stale(&admit.read)
+	observe(&admit.insert, 2*time.Hour) // inserts take two hours
+	res := e.post("k-2", normal)
+	requireProblem(t, res, http.StatusServiceUnavailable, codeOverloaded)
+	require.Equal(t, "1", res.header.Get("Retry-After"))
+	n, d := e.rows()
+	require.Zero(t, n+d, "a request refused for want of time writes nothing")
+
+	res = e.post("k-high", `{"userId":7,"template":"otp","channels":["SMS"],"priority":"HIGH"}`)
+	require.Equal(t, http.StatusAccepted, res.status, "HIGH has no answer-by time: %s", res.body)
+
+	admit.waiting.Store(0) // nobody waits: a slow accept is answered late, not refused
+	res = e.post("k-3", normal)
+	require.Equal(t, http.StatusAccepted, res.status, "an API with room refuses nothing: %s", res.body)
+	admit.waiting.Store(1)
+	stale(&admit.insert)
+	res = e.post("k-2", normal)
+	require.Equal(t, http.StatusAccepted, res.status, "a stale estimate lets the request go ahead: %s", res.body)
+	got := sums(t, reader, "herald.ingest.admissions")
+	require.Equal(t, int64(2), got["priority=NORMAL,result=late"], "%v", got)
+	require.Equal(t, int64(4), got["priority=NORMAL,result=admitted"], "%v", got)
+}

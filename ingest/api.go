@@ -35,6 +35,7 @@ type API struct {
 	admit     *admission
 	available recipient.ChannelSet
 	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
+	highPool  *pgxpool.Pool  // HIGH POSTs' own connections (HighPool); nil: the API's pool
 	// readyChecks are the other dependencies of /readyz (ReadyWhen), set before serving.
 	readyChecks []readyCheck
 }

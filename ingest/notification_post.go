@@ -104,10 +104,17 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	}()
 	hash := in.hash()
 
-	ac, err := readAcceptContext(ctx, a.pool, clientID, key, in)
+	// A NORMAL or LOW request that could not be answered by its answer-by time is refused
+	// before each database step (admission_deadline.go).
+	if err := a.admit.inTime(ctx, a.admit.read.bound()+a.admit.insert.bound()); err != nil {
+		return accepted{}, err
+	}
+	db := a.poolFor(in.Priority) // HIGH's own connections, when it has them (admission_pool.go)
+	ac, err := timed(&a.admit.read, func() (*acceptContext, error) { return readAcceptContext(ctx, db, clientID, key, in) })
 	if err != nil {
 		return accepted{}, err
 	}
+	span.AddEvent("accept context read")
 	if ac.existingHash != nil {
 		return replayAnswer(hash, ac.existingHash, ac.existingResponse)
 	}
@@ -147,7 +154,11 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err != nil {
 		return accepted{}, err
 	}
-	inserted, err := delivery.Insert(ctx, a.pool, note)
+	if err := a.admit.inTime(ctx, a.admit.insert.bound()); err != nil {
+		return accepted{}, err
+	}
+	span.AddEvent("insert started")
+	inserted, err := timed(&a.admit.insert, func() (bool, error) { return delivery.Insert(ctx, db, note) })
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
@@ -156,7 +167,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		// its answer is ours. This transaction wrote nothing.
 		span.AddEvent("idempotency conflict")
 		var storedHash, storedResp []byte
-		if err := a.pool.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
+		if err := db.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
 			return accepted{}, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
 		}
 		return replayAnswer(hash, storedHash, storedResp)

@@ -156,4 +156,14 @@ func sortedKeys[V any](m map[string]V) []string {
 // the one problem.go lists.
 func TestReceiptProblemCodeIsListed(t *testing.T) {
 	require.Equal(t, codeBadSignature, receipts.ProblemBadSignature)
+	require.Equal(t, codeBodyTooLarge, receipts.ProblemBodyTooLarge)
+}
+
+// TestReceiptsOfAProviderNotConfigured: a receipt endpoint of a provider herald takes no
+// receipts from answers 404 not_found, as described (the validating server checks it).
+func TestReceiptsOfAProviderNotConfigured(t *testing.T) {
+	e := newEnv(t)
+	res := e.do(http.MethodGet, receipts.VonagePath+"?client-ref=x&status=delivered", nil, map[string]string{"Authorization": ""})
+	require.Equal(t, http.StatusNotFound, res.status)
+	require.Equal(t, codeNotFound, res.json(t)["code"])
 }

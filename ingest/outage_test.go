@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/deploy/local/privatestack"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/migrate"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/pgpool"
 )
 
@@ -37,7 +38,7 @@ func TestPostWhileDatabaseIsDownAnswersUnavailable(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	api, err := New(Config{}, pool, zap.New(core))
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, api: api, pool: pool, srv: srv}
 	c, err := apikey.CreateAPIClient(ctx, pool, "test", apikey.AllScopes())
