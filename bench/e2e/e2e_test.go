@@ -52,6 +52,7 @@ type stack struct {
 	key    string
 	sender *dispatch.MemorySender
 	high   *highChild // the HIGH dispatch process (options.highProcess); nil: HIGH runs here
+	events string     // the status events' topic (docs/events.md)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -65,6 +66,7 @@ type options struct {
 	campaignRate int   // the expander's pace in deliveries/s; 0: herald's default, -1: unpaced
 	redrive      bool  // also run the re-drive executor, as every ingest process does
 	redriveRate  int   // the executor's pace in deliveries/s; 0: herald's default, -1: unpaced
+	redriveLot   int   // the executor's lot size; 0: herald's default
 	// tracer is what herald's spans go to; nil: a provider that keeps nothing.
 	tracer *sdktrace.TracerProvider
 	// eventsOff: herald's sessions write no status events (herald serve --events=false).
@@ -74,6 +76,8 @@ type options struct {
 	// highProcess: the HIGH lane runs in a process of its own with a CPU share of its own
 	// (high_process_test.go), this process's dispatcher NORMAL and LOW.
 	highProcess bool
+	// handler, when set, wraps the API's handler (a scenario's timing of its requests).
+	handler func(http.Handler) http.Handler
 }
 
 func startStack(b *testing.B, o options) *stack {
@@ -83,7 +87,7 @@ func startStack(b *testing.B, o options) *stack {
 	}
 	otel.SetTracerProvider(o.tracer)
 	ctx, cancel := context.WithCancel(context.Background())
-	// Pools as herald serve sizes them: one for ingest (and the expander), one for dispatch
+	// Pools as herald serve sizes them: one for ingest, one for the expander, one for dispatch
 	// with a connection per lane worker and four more, a small one for the relay.
 	dbURL := stacktest.PostgresURL(b)
 	if o.eventsOff || os.Getenv("BENCH_EVENTS") == "off" {
@@ -101,6 +105,7 @@ func startStack(b *testing.B, o options) *stack {
 	dispatchPool := newPool(b, dbURL, int32(workers))
 	b.Cleanup(s.stop)
 	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2, "events": cdc.DefaultEventsPartitions})
+	s.events = topics["events"]
 	rdb, prefix := stacktest.Redis(b)
 	log := zap.NewNop()
 
@@ -115,9 +120,17 @@ func startStack(b *testing.B, o options) *stack {
 		b.Cleanup(hcl.Close)
 		apiOpts = append(apiOpts, ingest.PublishHigh(hcl, byPriority[herald.PriorityHigh]))
 	}
+	// HIGH POSTs' own connections, opened before serving, as herald serve's (ingest.HighPool).
+	highPool := newPool(b, dbURL, int32(ingest.Config{}.HighReserve(int(o.poolConns))))
+	heraldtest.Must(b, pgpool.Warm(context.Background(), highPool, int(highPool.Config().MaxConns)))
+	apiOpts = append(apiOpts, ingest.HighPool(highPool))
 	api, err := ingest.New(ingest.Config{}, s.pool, log, apiOpts...)
 	heraldtest.Must(b, err)
-	srv := httptest.NewServer(api.Handler())
+	h := api.Handler()
+	if o.handler != nil {
+		h = o.handler(h)
+	}
+	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	s.url = srv.URL
 	client, err := apikey.CreateAPIClient(ctx, s.pool, "bench", []apikey.Scope{apikey.ScopeOperator})
@@ -131,8 +144,14 @@ func startStack(b *testing.B, o options) *stack {
 	b.Cleanup(kcl.Close)
 	slot := stacktest.Name("bench")
 	// The adaptive limits, as herald serve runs them by default (--adaptive-limits).
-	ctl, err := adapt.New(adapt.Config{Prefix: prefix}, rdb, log)
+	ctl, err := adapt.New(adapt.Config{Prefix: prefix, Targets: adapt.Targets{Tolerance: adaptiveTolerance(b)}}, rdb, log)
 	heraldtest.Must(b, err)
+	// limits is what the background work follows: the controller, or with BENCH_ADAPTIVE=off
+	// (herald serve --adaptive-limits=false) none, every limit at its ceiling.
+	limits := ctl
+	if adaptiveOff() {
+		limits = nil
+	}
 	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"],
 		ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
 	heraldtest.Must(b, err)
@@ -142,9 +161,9 @@ func startStack(b *testing.B, o options) *stack {
 	for p, t := range byPriority {
 		lanes[p] = dispatch.LaneConfig{Topic: t, Group: t + ".group", Concurrency: o.concurrency[p]}
 	}
-	limits := map[string]int{}
+	rateLimits := map[string]int{}
 	if o.limit > 0 {
-		limits[provider] = o.limit
+		rateLimits[provider] = o.limit
 	}
 	var run []herald.Priority
 	if o.highProcess {
@@ -153,26 +172,27 @@ func startStack(b *testing.B, o options) *stack {
 		hl.Concurrency = cmp.Or(o.concurrency[herald.PriorityHigh], hl.Concurrency)
 		s.high = startHighChild(b, highChildConfig{DatabaseURL: dbURL, PoolConns: int32(hl.Concurrency) + 4,
 			Brokers: stacktest.KafkaBrokers(b), Topic: lanes[herald.PriorityHigh].Topic, Group: lanes[herald.PriorityHigh].Group,
-			Concurrency: hl.Concurrency, RateLimits: limits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice()})
+			Concurrency: hl.Concurrency, RateLimits: rateLimits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice()})
 	}
 	d, err := dispatch.New(dispatch.Config{
 		Brokers:     stacktest.KafkaBrokers(b),
 		Lanes:       lanes,
 		Run:         run,
-		RateLimits:  limits,
+		RateLimits:  rateLimits,
 		RedisPrefix: prefix,
-		Adapt:       ctl,
+		Adapt:       limits,
 	}, dispatchPool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
 	heraldtest.Must(b, err)
 
 	runs := []func(context.Context) error{relay.Run, d.Run, ctl.Run}
 	if o.expander {
-		x, err := campaign.NewExpander(campaign.ExpanderConfig{Rate: o.campaignRate, Adapt: ctl}, s.pool, log)
+		// A pool of its own, as herald serve gives it (apart from the API's admission slots).
+		x, err := campaign.NewExpander(campaign.ExpanderConfig{Rate: o.campaignRate, Adapt: limits}, newPool(b, dbURL, 2), log)
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}
 	if o.redrive {
-		x, err := redrive.New(redrive.Config{Rate: o.redriveRate, Adapt: ctl}, s.pool, log)
+		x, err := redrive.New(redrive.Config{Rate: o.redriveRate, LotSize: o.redriveLot, Adapt: limits}, s.pool, log)
 		heraldtest.Must(b, err)
 		runs = append(runs, x.Run)
 	}
@@ -201,6 +221,23 @@ func startStack(b *testing.B, o options) *stack {
 // publishHigh says whether the in-process ingest publishes its HIGH deliveries right after
 // the commit (herald serve's --publish-high, on by default): BENCH_PUBLISH_HIGH=false runs a
 // scenario with the relay's records only, to compare the two side by side.
+// adaptiveOff: BENCH_ADAPTIVE=off runs a benchmark's background work (NORMAL and LOW lanes,
+// expander, re-drive) without adaptive limits, as herald serve --adaptive-limits=false, to
+// compare with the default side by side.
+func adaptiveOff() bool { return os.Getenv("BENCH_ADAPTIVE") == "off" }
+
+// adaptiveTolerance is BENCH_ADAPTIVE_TOLERANCE, herald serve's --adaptive-high-tolerance
+// (default 0: off).
+func adaptiveTolerance(b *testing.B) float64 {
+	v := os.Getenv("BENCH_ADAPTIVE_TOLERANCE")
+	if v == "" {
+		return adapt.DefaultTolerance
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	heraldtest.Must(b, err)
+	return f
+}
+
 func publishHigh() bool {
 	v, err := strconv.ParseBool(os.Getenv("BENCH_PUBLISH_HIGH"))
 	return err != nil || v
@@ -259,6 +296,8 @@ func (s *stack) tryPost(key string, priority herald.Priority) (string, error) {
 	return out.Deliveries[0].ID, nil
 }
 
+// request makes one API call with the benchmark's key (and key as its Idempotency-Key, if
+// any), wants status want, and decodes the answer into out (nil: not read).
 func (s *stack) request(method, path, key, body string, want int, out any) error {
 	req, err := http.NewRequest(method, s.url+path, bytes.NewBufferString(body))
 	if err != nil {
@@ -278,6 +317,9 @@ func (s *stack) request(method, path, key, body string, want int, out any) error
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("%s %s: decode: %w", method, path, err)

@@ -94,6 +94,9 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(highChildEnv); cfg != "" {
 		os.Exit(runHighChild(cfg))
 	}
+	if cfg := os.Getenv(loadChildEnv); cfg != "" { // scenario_seedload_client_test.go
+		os.Exit(runLoadChild(cfg))
+	}
 	os.Exit(m.Run())
 }
 
@@ -135,6 +138,13 @@ type childSpan struct {
 	TraceID, SpanID, Parent string
 	Start, End              time.Time
 	Attrs                   map[string]string
+	Events                  []childEvent `json:",omitempty"`
+}
+
+// childEvent is one event of a span the HIGH process reported.
+type childEvent struct {
+	Name string
+	At   time.Time
 }
 
 // highChild is the running HIGH process, seen from the benchmark.
@@ -228,7 +238,11 @@ func (s childSpan) snapshot() sdktrace.ReadOnlySpan {
 	for k, v := range s.Attrs {
 		attrs = append(attrs, attribute.String(k, v))
 	}
-	return tracetest.SpanStub{Name: s.Name, StartTime: s.Start, EndTime: s.End, Attributes: attrs,
+	var events []sdktrace.Event
+	for _, ev := range s.Events {
+		events = append(events, sdktrace.Event{Name: ev.Name, Time: ev.At})
+	}
+	return tracetest.SpanStub{Name: s.Name, StartTime: s.Start, EndTime: s.End, Attributes: attrs, Events: events,
 		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}),
 		Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: pid, TraceFlags: trace.FlagsSampled, Remote: true}),
 	}.Snapshot()
@@ -287,9 +301,13 @@ func (w *childWriter) OnEnd(sp sdktrace.ReadOnlySpan) {
 	for _, kv := range sp.Attributes() {
 		attrs[string(kv.Key)] = kv.Value.String()
 	}
+	var events []childEvent
+	for _, ev := range sp.Events() {
+		events = append(events, childEvent{Name: ev.Name, At: ev.Time})
+	}
 	w.write(childLine{Span: &childSpan{Name: sp.Name(), TraceID: sp.SpanContext().TraceID().String(),
 		SpanID: sp.SpanContext().SpanID().String(), Parent: sp.Parent().SpanID().String(),
-		Start: sp.StartTime(), End: sp.EndTime(), Attrs: attrs}})
+		Start: sp.StartTime(), End: sp.EndTime(), Attrs: attrs, Events: events}})
 }
 
 func (w *childWriter) Shutdown(context.Context) error   { return nil }

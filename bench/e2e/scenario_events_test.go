@@ -1,12 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/heraldtest"
 )
@@ -31,7 +39,8 @@ func withEventsOff(b *testing.B, dbURL string) string {
 // on: each position in the order is as often on as off), each run on a fresh database, so
 // that both see the same machine. A first, smaller run with events on warms the machine up
 // (Kafka, PostgreSQL's caches) and is not counted. Each delivery's SENDING → SENT writes one
-// event; with events on the run checks that every SENT has its event.
+// event; with events on the run checks that every SENT has its event. The suite's events
+// scenario (BenchmarkScenarioEvents) makes the same comparison in four runs.
 //
 //	go test -run '^$' -bench ThroughputEventsOnOff -benchtime 1x -timeout 30m ./bench/e2e
 //
@@ -40,25 +49,19 @@ func BenchmarkThroughputEventsOnOff(b *testing.B) {
 	backlog := result.Scaled(30_000, 500)
 	order := []bool{true, false, false, true, true, false, false, true}
 	rates := map[bool][]float64{}
-	warm, _ := throughputRun(b, max(backlog/5, 500), false)
-	b.Logf("warm-up run, events on: %.0f deliveries/s (not counted)", warm)
+	warm := throughputRun(b, max(backlog/5, 500), false)
+	b.Logf("warm-up run, events on: %.0f deliveries/s (not counted)", warm.whole)
 	for i, on := range order {
-		rate, events := throughputRun(b, backlog, !on)
-		rates[on] = append(rates[on], rate)
-		b.Logf("run %d, events %v: %.0f deliveries/s; %d events in the outbox; load average %s", i+1, on, rate, events, loadAverage())
-		if on && events != backlog {
-			b.Fatalf("events on: %d events for %d SENT deliveries", events, backlog)
+		run := throughputRun(b, backlog, !on)
+		rates[on] = append(rates[on], run.whole)
+		b.Logf("run %d, events %v: %.0f deliveries/s (%.0f steady); %d events in the outbox; CPU per delivery: %s; load average %s",
+			i+1, on, run.whole, run.steady, run.events, run.cpu, result.LoadAverage())
+		if on && run.events != backlog {
+			b.Fatalf("events on: %d events for %d SENT deliveries", run.events, backlog)
 		}
-		if !on && events != 0 {
-			b.Fatalf("events off: %d events written", events)
+		if !on && run.events != 0 {
+			b.Fatalf("events off: %d events written", run.events)
 		}
-	}
-	mean := func(xs []float64) float64 {
-		var sum float64
-		for _, x := range xs {
-			sum += x
-		}
-		return sum / float64(len(xs))
 	}
 	on, off := mean(rates[true]), mean(rates[false])
 	b.ReportMetric(on, "deliveries/s-events-on")
@@ -68,22 +71,140 @@ func BenchmarkThroughputEventsOnOff(b *testing.B) {
 		backlog, on, rates[true], off, rates[false], 100*(1-on/off))
 }
 
-// throughputRun runs one herald with events on or off, drains a backlog of n NORMAL
-// deliveries and returns the deliveries/s from the first insert to the last SENT and the
-// number of events written.
-func throughputRun(b *testing.B, n int, eventsOff bool) (float64, int) {
+// throughputOutcome is one throughputRun: deliveries/s from the first insert to the last
+// SENT (whole) and over the middle 80 % of the SENTs (steady), the sent events in the outbox,
+// and the CPU each part of the run took per delivery.
+type throughputOutcome struct {
+	whole, steady    float64
+	events, sessions int
+	cpu              cpuPerDelivery
+}
+
+// throughputRun runs one herald with events on or off and drains a backlog of n NORMAL
+// deliveries.
+func throughputRun(b *testing.B, n int, eventsOff bool) throughputOutcome {
 	s := startStack(b, options{poolConns: 80, eventsOff: eventsOff, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
-	defer s.stop()
+	defer s.endSessions(b)
+	before := s.cpuUse(b)
 	s.insertBacklogAs(b, n, herald.PriorityNormal)
 	heraldtest.WaitForEvery(b, 10*time.Minute, 500*time.Millisecond, "every delivery sent", func() bool {
 		var sent int
 		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
 		return sent == n
 	})
-	var first, last time.Time
-	var events int
+	after := s.cpuUse(b)
+	out := throughputOutcome{cpu: after.since(before, n), sessions: len(after.backends) + 1}
+	var first, last, p10, p90 time.Time
 	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT min(created_at), max(sent_at),
-		(SELECT count(*) FROM delivery_event WHERE type = 'herald.delivery.sent') FROM delivery`).Scan(&first, &last, &events))
-	return float64(n) / last.Sub(first).Seconds(), events
+		percentile_disc(0.1) WITHIN GROUP (ORDER BY sent_at), percentile_disc(0.9) WITHIN GROUP (ORDER BY sent_at),
+		(SELECT count(*) FROM delivery_event WHERE type = 'herald.delivery.sent') FROM delivery`).Scan(&first, &last, &p10, &p90, &out.events))
+	out.whole = float64(n) / last.Sub(first).Seconds()
+	out.steady = 0.8 * float64(n) / max(p90.Sub(p10).Seconds(), 1e-3)
+	return out
+}
+
+// endSessions stops the stack and ends its database sessions: the pools are closed only when
+// the benchmark ends, and a benchmark of several runs would otherwise hold every run's
+// connections of a server shared with other work.
+func (s *stack) endSessions(b *testing.B) {
+	s.stop()
+	_, err := s.pool.Exec(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	heraldtest.Must(b, err)
+}
+
+// cpuUse is the CPU time (user + system) the parts of a run had taken at one moment: this
+// process (herald's API, relay and dispatch), the PostgreSQL sessions of the run's database
+// (its walsender apart), the Kafka broker (shared with whatever else runs on the machine)
+// and the whole machine (every core).
+type cpuUse struct {
+	herald, walsender, kafka, machine time.Duration
+	backends                          map[int]time.Duration // pid → CPU, every session but the walsender
+	walsenderPID                      int
+}
+
+// cpuPerDelivery is the CPU each part took per delivery between two cpuUse, in µs.
+type cpuPerDelivery struct{ herald, backends, walsender, kafka, machine float64 }
+
+func (c cpuPerDelivery) String() string {
+	return fmt.Sprintf("herald %.0f µs, PostgreSQL sessions %.0f µs, walsender %.0f µs, Kafka %.0f µs, machine %.0f µs",
+		c.herald, c.backends, c.walsender, c.kafka, c.machine)
+}
+
+// clockTick is Linux's USER_HZ, the unit of /proc/stat's CPU times.
+const clockTick = 10 * time.Millisecond
+
+func (s *stack) cpuUse(b *testing.B) cpuUse {
+	b.Helper()
+	u := cpuUse{backends: map[int]time.Duration{}, kafka: kafkaCPU(), machine: machineCPU()}
+	var ru syscall.Rusage
+	heraldtest.Must(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	u.herald = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	rows, err := s.pool.Query(context.Background(), `SELECT pid, backend_type FROM pg_stat_activity WHERE datname = current_database()`)
+	heraldtest.Must(b, err)
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		var typ string
+		heraldtest.Must(b, rows.Scan(&pid, &typ))
+		if typ == "walsender" {
+			u.walsenderPID, u.walsender = pid, processCPU(pid)
+		} else {
+			u.backends[pid] = processCPU(pid)
+		}
+	}
+	heraldtest.Must(b, rows.Err())
+	return u
+}
+
+// since is the CPU per delivery from before to u, over n deliveries. A session that ended
+// in between is not counted; one that began in between counts whole.
+func (u cpuUse) since(before cpuUse, n int) cpuPerDelivery {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	var backends time.Duration
+	for pid, t := range u.backends {
+		backends += t - before.backends[pid]
+	}
+	walsender := u.walsender
+	if u.walsenderPID == before.walsenderPID {
+		walsender -= before.walsender
+	}
+	return cpuPerDelivery{herald: per(u.herald - before.herald), backends: per(backends), walsender: per(walsender),
+		kafka: per(u.kafka - before.kafka), machine: per(u.machine - before.machine)}
+}
+
+// processCPU is a process's user + system time (0 when it is gone).
+func processCPU(pid int) time.Duration {
+	d, _ := benchproc.CPUOf(pid)
+	return d
+}
+
+// kafkaCPU is the CPU time of the local Kafka broker (the java process running kafka.Kafka).
+func kafkaCPU() time.Duration {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if raw, err := os.ReadFile(d); err == nil && bytes.Contains(raw, []byte("kafka.Kafka")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			return processCPU(pid)
+		}
+	}
+	return 0
+}
+
+// machineCPU is the busy time of every core so far (/proc/stat: all but idle and iowait).
+func machineCPU() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	var busy int64
+	for i, v := range f[1:] {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && i != 3 && i != 4 && i < 8 {
+			busy += n
+		}
+	}
+	return time.Duration(busy) * clockTick
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -159,19 +158,6 @@ func (s *stack) postWith(ctx context.Context, client *http.Client, idem string, 
 		return "", "error"
 	}
 	return out.Deliveries[0].ID, ""
-}
-
-// loadAverage is /proc/loadavg's first three fields: the machine's load while measuring.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // quantilePerSecond keeps one latency histogram per second (by due time) and draws the

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -28,6 +29,11 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	)
 	users := result.Scaled(1_000_000, 2000)
 	drain := result.ScaledDuration(60*time.Second, 3*time.Second)
+	// The expansion is measured for at most expandFor: where the expander's adaptive pace
+	// holds it near its floor (HIGH late on a loaded machine), 1 M users would take longer
+	// than the suite gives the scenario; the campaign is then cancelled there, and the figures
+	// are of the part expanded.
+	expandFor := result.ScaledDuration(4*time.Minute, 20*time.Second)
 	r := result.New("otp-under-campaign", "HIGH OTP API accept → provider call while a LOW campaign expands and drains")
 	r.Load = fmt.Sprintf("a LOW SMS campaign by segment of %d users through POST /api/campaigns (expanded in process), "+
 		"SMS provider limit %d/s; HIGH SMS OTPs open loop at %.0f/s through the expansion and the first %s of the drain",
@@ -52,7 +58,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	s.addUsers(b, users)
-	loadBefore := loadAverage()
+	loadBefore := result.LoadAverage()
 
 	hc := watchHigh(ctx, b, s)
 	var refused atomic.Int64
@@ -91,12 +97,11 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		return fmt.Sprintf("expanded %d of %d users; HIGH sent %d; LOW sent %d", expanded.Load(), users, hc.high.Load(), hc.low.Load())
 	})
 
-	deadline := start.Add(15 * time.Minute)
 	stopAt := func(at time.Time) bool {
-		if e := expandedAt.Load(); e != nil && !at.Before(e.Add(drain)) {
-			return true
+		if e := expandedAt.Load(); e != nil {
+			return !at.Before(e.Add(drain))
 		}
-		return at.After(deadline)
+		return at.After(start.Add(expandFor))
 	}
 	posted := openLoop(ctx, start, highRate, stopAt, func(i int, at time.Time) {
 		id, why := s.postNotification(ctx, fmt.Sprintf("high-%d", i), herald.PriorityHigh,
@@ -107,8 +112,13 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		}
 		hc.posted(id, at)
 	})
-	if expandedAt.Load() == nil {
-		b.Fatalf("campaign of %d users still expanding after %s", users, time.Since(start).Round(time.Second))
+	// cut: still expanding at expandFor, cancelled there; no drain phase then.
+	cut := expandedAt.Load() == nil
+	if cut {
+		now := time.Now()
+		expandedAt.Store(&now)
+		heraldtest.Must(b, s.request(http.MethodPost, "/api/campaigns/"+campaign+"/cancel", "", "", http.StatusOK, nil))
+		drain = 0
 	}
 	// Every HIGH sent, or 2 minutes; one still waiting then counts at the time it has waited
 	// (a lower bound) and as a figure, so that an overloaded run still reports.
@@ -128,15 +138,19 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	<-watched
 	end := *expandedAt.Load()
 	r.Note("Load average before %s, after %s (2 cores, shared with PostgreSQL, Kafka, Redis and the load generator).",
-		loadBefore, loadAverage())
+		loadBefore, result.LoadAverage())
 
 	status, n, err := s.campaignState(context.Background(), campaign)
 	heraldtest.Must(b, err)
-	if status == "EXPANDING" || n != int64(users) {
+	if !cut && (status == "EXPANDING" || n != int64(users)) {
 		b.Errorf("campaign: status %s, expanded %d; want ACTIVE or DONE with %d", status, n, users)
 	}
 	expansion := end.Sub(start)
-	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: float64(users) / expansion.Seconds(), Unit: "deliveries/s", Better: "higher"})
+	if cut {
+		r.Note("The campaign was still expanding %s after its POST (%d of %d users, %.0f/s) and was cancelled there: the "+
+			"expansion figures are of that part, and there is no drain phase.", expandFor, n, users, float64(n)/expansion.Seconds())
+	}
+	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: float64(n) / expansion.Seconds(), Unit: "deliveries/s", Better: "higher"})
 	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion time", Value: expansion.Seconds(), Unit: "s", Better: "lower"})
 
 	calls := s.calls()
@@ -153,6 +167,9 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		name     string
 		from, to time.Time
 	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
+		if ph.to.Equal(ph.from) {
+			continue
+		}
 		h := result.NewLatency()
 		hc.latencies(h, ph.from, ph.to, highPerSecond.record)
 		var inPhase []dispatch.Call
@@ -209,10 +226,19 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		name     string
 		from, to time.Time
 	}{{"expansion", start, end}, {"drain", end, end.Add(drain)}} {
+		if ph.to.Equal(ph.from) {
+			continue
+		}
 		stages := st.breakdown(ph.from, ph.to)
 		stages.report(r, ph.name)
 		for i, name := range stageNames {
 			b.Logf("%s: stage %-38s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
+		}
+		for i, name := range acceptStepNames {
+			b.Logf("%s: accept step %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.steps[i], 50), ms(stages.steps[i], 99))
+		}
+		for i, name := range claimStepNames {
+			b.Logf("%s: claim step %-48s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.claim[i], 50), ms(stages.claim[i], 99))
 		}
 	}
 	heraldtest.Must(b, r.Write())

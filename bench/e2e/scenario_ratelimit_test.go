@@ -30,7 +30,7 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 		"together, then %s measured at the provider", limit, backlog, backlog, backlog, window)
 	s := startStack(b, options{limit: limit, poolConns: 32, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 12, herald.PriorityNormal: 6, herald.PriorityLow: 8}})
-	loadBefore := loadAverage()
+	loadBefore := result.LoadAverage()
 
 	b.ResetTimer()
 	for _, p := range []herald.Priority{herald.PriorityLow, herald.PriorityNormal, herald.PriorityHigh} {
@@ -113,7 +113,7 @@ func BenchmarkScenarioRateLimit(b *testing.B) {
 	if worst > limit {
 		r.Note("The limit was exceeded: %d calls in one 1 s window against a limit of %d.", worst, limit)
 	}
-	r.Note("Load average before %s, after %s.", loadBefore, loadAverage())
+	r.Note("Load average before %s, after %s.", loadBefore, result.LoadAverage())
 	b.Logf("%s at limit %d/s: %d calls (%.0f/s), at most %d in any 1 s window; HIGH %d, NORMAL %d, LOW %d; waiting at the end: %v",
 		window, limit, len(inWindow), float64(len(inWindow))/window.Seconds(), worst,
 		count[herald.PriorityHigh], count[herald.PriorityNormal], count[herald.PriorityLow], left)

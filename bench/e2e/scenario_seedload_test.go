@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"sort"
 	"strings"
 	"sync"
@@ -46,12 +47,18 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		steadyRate, steady, users, steady/2, burstRate, burst, steady*3/4)
 	st := newStageTracer() // the HIGH OTPs' spans, for their stage breakdown
 	r.Load += fmt.Sprintf("; HIGH published by the accepting process right after the commit: %t", publishHigh())
-	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, highProcess: highProcess(),
+	at := newAnswerTimes() // each POST's time in herald's handler, to split its answer time
+	s := startStack(b, options{poolConns: 48, expander: true, tracer: st.tp, highProcess: highProcess(), handler: at.wrap,
 		concurrency: map[herald.Priority]int{herald.PriorityHigh: 12, herald.PriorityNormal: 16, herald.PriorityLow: 8}})
 	st.also = s.childSpans
 	r.Load += highProcessNote(s)
+	if loadProcess() {
+		r.Load += "; the load generator in a process of its own, in the benchmark's session (BENCH_LOAD_PROCESS)"
+	} else {
+		r.Load += "; the load generator in the benchmark's process (BENCH_LOAD_PROCESS=false)"
+	}
 	s.addUsers(b, users)
-	loadBefore := loadAverage()
+	loadBefore := result.LoadAverage()
 
 	var mu sync.Mutex
 	highDue := map[string]time.Time{}
@@ -69,7 +76,11 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	b.ResetTimer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now().Add(100 * time.Millisecond)
+	lead := 100 * time.Millisecond
+	if loadProcess() {
+		lead = 2 * time.Second // the generator process starts meanwhile
+	}
+	start := time.Now().Add(lead)
 	campaignAt, burstAt := start.Add(steady/2), start.Add(steady*3/4)
 	loadEnd := start.Add(steady)
 	offered, accepted := &result.PerSecond{T0: start}, &result.PerSecond{T0: start}
@@ -81,17 +92,14 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	steadyAnswer, burstAnswer := result.NewLatency(), result.NewLatency()
 	// HIGH's sent → answered: admitted ahead of NORMAL, it waits only for other HIGH.
 	highAnswer := result.NewLatency()
+	// Each answer split into herald's handler and the rest (answerTimes).
+	steadySplit, burstSplit, highSplit := newAnswerSplit(), newAnswerSplit(), newAnswerSplit()
+	var noHandler int // answers (timeouts, errors) whose request never reached the handler
 	var nAccepted, nRefused, burstAccepted atomic.Int64
 	var steadyUnsent, burstUnsent atomic.Int64
 	// post is one POST of the open loop: its answer counted in the second it came.
-	post := func(client *http.Client, idem string, prio herald.Priority, due time.Time, h, answer *hdrhistogram.Histogram) bool {
-		var header map[string]string
-		if prio == herald.PriorityHigh {
-			header = map[string]string{"traceparent": st.traceparent()}
-		}
-		sentAt := time.Now()
-		id, why := s.postWith(ctx, client, idem, prio, header)
-		now := time.Now()
+	account := func(idem string, prio herald.Priority, due, sentAt, now time.Time, id, why string, h, answer *hdrhistogram.Histogram,
+		split answerSplit, traced loadLine) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		offered.Add(due, 1)
@@ -99,6 +107,12 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 			record(answer, now.Sub(sentAt))
 		} else {
 			record(highAnswer, now.Sub(sentAt))
+		}
+		if inside, ok := at.take(idem); ok {
+			split.add(now.Sub(sentAt), inside)
+			split.addTrace(traced, inside)
+		} else {
+			noHandler++
 		}
 		if why != "" {
 			nRefused.Add(1)
@@ -116,6 +130,16 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 			highDue[id] = due
 		}
 		return true
+	}
+	// post sends one POST from this process (BENCH_LOAD_PROCESS=false) and accounts for it.
+	post := func(client *http.Client, idem string, prio herald.Priority, due time.Time, h, answer *hdrhistogram.Histogram, split answerSplit) bool {
+		var header map[string]string
+		if prio == herald.PriorityHigh {
+			header = map[string]string{"traceparent": st.traceparent()}
+		}
+		sentAt := time.Now()
+		id, why := s.postWith(ctx, client, idem, prio, header)
+		return account(idem, prio, due, sentAt, time.Now(), id, why, h, answer, split, loadLine{})
 	}
 
 	// The backlog, sampled every second: deliveries waiting for the relay or a worker.
@@ -160,33 +184,78 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 			len(s.calls()), lastBacklog.Load())
 	})
 
+	sched := newSchedLatency() // herald's goroutines waiting for a core, before and during the burst
+	schedStart := sched.snapshot()
+	var schedBurst, schedEnd *metrics.Float64Histogram
 	var loads sync.WaitGroup
 	var campaign string
 	var campaignErr error
+	var burstOffered int
 	loads.Add(3)
-	go func() {
-		defer loads.Done()
-		openLoopPool(ctx, start, steadyRate, steadyWorkers, until(loadEnd), func(i int, due time.Time) {
-			prio, client := herald.PriorityNormal, loadClient
-			if i%highEvery == 0 {
-				prio, client = herald.PriorityHigh, otpClient
-			}
-			post(client, fmt.Sprintf("s-%d", i), prio, due, steadyLatency, steadyAnswer)
-		}, func(int, time.Time) { steadyUnsent.Add(1) })
-	}()
 	go func() {
 		defer loads.Done()
 		time.Sleep(time.Until(campaignAt)) // the campaign's start is part of the profile
 		campaign, campaignErr = s.startCampaign("seed-load", herald.PriorityLow)
 	}()
-	var burstOffered int
 	go func() {
 		defer loads.Done()
-		burstOffered = openLoopPool(ctx, burstAt, burstRate, burstWorkers, until(burstAt.Add(burst)), func(i int, due time.Time) {
-			if post(burstClient, fmt.Sprintf("b-%d", i), herald.PriorityNormal, due, burstLatency, burstAnswer) {
-				burstAccepted.Add(1)
+		time.Sleep(time.Until(burstAt))
+		schedBurst = sched.snapshot()
+		time.Sleep(time.Until(burstAt.Add(burst)))
+		schedEnd = sched.snapshot()
+	}()
+	go func() {
+		defer loads.Done()
+		if !loadProcess() { // the generator in this process
+			var here sync.WaitGroup
+			here.Add(1)
+			go func() {
+				defer here.Done()
+				openLoopPool(ctx, start, steadyRate, steadyWorkers, until(loadEnd), func(i int, due time.Time) {
+					prio, client, split := herald.PriorityNormal, loadClient, steadySplit
+					if i%highEvery == 0 {
+						prio, client, split = herald.PriorityHigh, otpClient, highSplit
+					}
+					post(client, fmt.Sprintf("s-%d", i), prio, due, steadyLatency, steadyAnswer, split)
+				}, func(int, time.Time) { steadyUnsent.Add(1) })
+			}()
+			burstOffered = openLoopPool(ctx, burstAt, burstRate, burstWorkers, until(burstAt.Add(burst)), func(i int, due time.Time) {
+				if post(burstClient, fmt.Sprintf("b-%d", i), herald.PriorityNormal, due, burstLatency, burstAnswer, burstSplit) {
+					burstAccepted.Add(1)
+				}
+			}, func(int, time.Time) { burstUnsent.Add(1) })
+			here.Wait()
+			return
+		}
+		traces := make([]string, int(steadyRate*steady.Seconds())/highEvery+1)
+		for i := range traces {
+			traces[i] = st.traceparent()
+		}
+		offeredBy, clientSched := startLoadChild(b, loadChildConfig{URL: s.url, Key: s.key, Loops: []loadLoop{
+			{Name: "s", Start: start, End: loadEnd, Rate: steadyRate, Workers: steadyWorkers, HighEvery: highEvery, Traces: traces},
+			{Name: "b", Start: burstAt, End: burstAt.Add(burst), Rate: burstRate, Workers: burstWorkers, Burst: true},
+		}}, func(l loadLine) {
+			steadyLoop := l.Loop == "s"
+			switch {
+			case l.Unsent && steadyLoop:
+				steadyUnsent.Add(1)
+			case l.Unsent:
+				burstUnsent.Add(1)
+			case steadyLoop:
+				split := steadySplit
+				if l.Priority == herald.PriorityHigh {
+					split = highSplit
+				}
+				account(fmt.Sprintf("s-%d", l.I), l.Priority, l.Due, l.Sent, l.Answered, l.ID, l.Refused, steadyLatency, steadyAnswer, split, l)
+			default:
+				if account(fmt.Sprintf("b-%d", l.I), l.Priority, l.Due, l.Sent, l.Answered, l.ID, l.Refused, burstLatency, burstAnswer, burstSplit, l) {
+					burstAccepted.Add(1)
+				}
 			}
-		}, func(int, time.Time) { burstUnsent.Add(1) })
+		})
+		burstOffered = offeredBy["b"]
+		r.Add(result.Figure{Group: "steady", Name: "load generator's goroutine scheduling latency p99", Value: clientSched["s"], Unit: "ms", Better: "lower"})
+		r.Add(result.Figure{Group: "burst", Name: "load generator's goroutine scheduling latency p99", Value: clientSched["b"], Unit: "ms", Better: "lower"})
 	}()
 	loads.Wait()
 	heraldtest.Must(b, campaignErr)
@@ -211,7 +280,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	<-sampled
 	finished := time.Now()
 	r.Note("Load average before %s, after %s (2 cores, shared with PostgreSQL, Kafka, Redis and the load generator).",
-		loadBefore, loadAverage())
+		loadBefore, result.LoadAverage())
 
 	// Per second, over the whole run.
 	secs := int(finished.Sub(start)/time.Second) + 1
@@ -269,7 +338,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	answerTarget := fmt.Sprintf("≤ %d", (ingest.DefaultAdmissionWait + 100*time.Millisecond).Milliseconds())
 	r.Latencies("steady", "POST due → answer", steadyLatency, "")
 	r.Latencies("steady", "NORMAL POST sent → answer", steadyAnswer, answerTarget)
-	r.Latencies("steady", "HIGH POST sent → answer", highAnswer, "")
+	r.Latencies("steady", "HIGH POST sent → answer", highAnswer, answerTarget)
 	r.Add(result.Figure{Group: "steady", Name: "not sent by the generator", Value: float64(steadyUnsent.Load()), Unit: "POSTs", Better: "lower"})
 	r.Add(result.Figure{Group: "burst", Name: "offered", Value: float64(burstOffered), Unit: "POSTs"})
 	r.Add(result.Figure{Group: "burst", Name: "accepted", Value: float64(burstAccepted.Load()), Unit: "POSTs", Better: "higher"})
@@ -280,7 +349,20 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	for _, k := range kinds {
 		r.Add(result.Figure{Group: "refused", Name: k, Value: float64(refusedBy[k]), Unit: "POSTs", Better: "lower"})
 	}
-	r.Latencies("HIGH", "HIGH due → provider call", high, "≤ 20")
+	steadySplit.report(r, "steady", "NORMAL")
+	burstSplit.report(r, "burst", "NORMAL")
+	highSplit.report(r, "steady", "HIGH")
+	steadySched, _ := quantileSince(schedStart, schedBurst, 0.99)
+	burstSched, nSched := quantileSince(schedBurst, schedEnd, 0.99)
+	r.Add(result.Figure{Group: "steady", Name: "goroutine scheduling latency p99", Value: steadySched, Unit: "ms", Better: "lower"})
+	r.Add(result.Figure{Group: "burst", Name: "goroutine scheduling latency p99", Value: burstSched, Unit: "ms", Better: "lower"})
+	r.Note("Answer times split: \"in herald's handler\" runs from the moment the HTTP server hands the request to the "+
+		"API's handler to the handler's return (admission, the accept, the answer written); \"outside the handler\" is "+
+		"the rest of sent → answer: the server reading the request, the goroutines of server and client waiting for a "+
+		"core, the client's own work. %d answers (timeouts, errors) had no handler time. Goroutine scheduling latency is "+
+		"the Go runtime's /sched/latencies of this process (load generator and herald), %d scheduling events during "+
+		"the burst.", noHandler, nSched)
+	r.Latencies("HIGH", "HIGH due → provider call", high, "≤ 200")
 	r.Latencies("HIGH during the burst", "HIGH due → provider call", highBurst, "")
 	r.Add(result.Figure{Group: "HIGH", Name: "HIGH not sent by the end", Value: float64(highUnsent), Unit: "count", Better: "lower"})
 	maxBacklog := backlog.Peak()
@@ -324,13 +406,16 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		for i, name := range stageNames {
 			b.Logf("%s: stage %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
 		}
+		for i, name := range acceptStepNames {
+			b.Logf("%s: accept step %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.steps[i], 50), ms(stages.steps[i], 99))
+		}
 	}
 	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
 		"answered within %s (\"timeout\"), or fails otherwise (\"error\"). The generator sends from a bounded pool "+
 		"(%d workers for the steady load, %d with a connection each for the burst); a POST that falls due while every "+
 		"worker is busy and the queue is full is counted as \"not sent by the generator\" (herald never saw it), not "+
 		"as refused. \"sent → answer\" is herald's answer time, which the admission wait bounds; \"due → answer\" "+
-		"adds the generator's queue. The generator runs in the process it measures, so its CPU is part of the "+
+		"adds the generator's queue. The generator runs on this machine, so its CPU is part of the "+
 		"machine's load.", loadClient.Timeout, steadyWorkers, burstWorkers)
 	b.ReportMetric(sustained, "steady-accepted/s")
 	b.ReportMetric(peakAccepted, "peak-accepted/s")
@@ -341,6 +426,8 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	b.Logf("sent → answer p50 / p99 ms (target NORMAL p99 %s): NORMAL steady %.1f / %.1f, NORMAL burst %.1f / %.1f, HIGH %.1f / %.1f",
 		answerTarget, ms(steadyAnswer, 50), ms(steadyAnswer, 99), ms(burstAnswer, 50), ms(burstAnswer, 99),
 		ms(highAnswer, 50), ms(highAnswer, 99))
+	b.Logf("answer split, ms: %s; %s; %s; goroutine scheduling latency p99 steady %.1f, burst %.1f ms",
+		steadySplit.logLine("NORMAL steady"), burstSplit.logLine("NORMAL burst"), highSplit.logLine("HIGH"), steadySched, burstSched)
 	b.ReportMetric(maxBacklog, "max-backlog")
 	for _, n := range r.Notes {
 		b.Log(n)

@@ -84,14 +84,14 @@ func (v seedVerdict) notes() []string {
 			v.poolConns, v.maxPoolWait))
 	}
 	verdict := "meets"
-	if v.highP99 > 20 {
+	if v.highP99 > 200 { // the seed load's HIGH target (docs/benchmarks.md "Targets")
 		verdict = "misses"
 	}
 	during := fmt.Sprintf("p99 %.1f ms during the burst", v.highBurstP99)
 	if v.highBurst == 0 {
 		during = "no HIGH POST due during the burst was accepted"
 	}
-	out = append(out, fmt.Sprintf("HIGH OTPs: p50 %.1f ms, p99 %.1f ms over the run (%s p99 ≤ 20 ms); %s; %d not sent by the end.",
+	out = append(out, fmt.Sprintf("HIGH OTPs: p50 %.1f ms, p99 %.1f ms over the run (%s p99 ≤ 200 ms); %s; %d not sent by the end.",
 		v.highP50, v.highP99, verdict, during, v.highUnsent))
 	return out
 }
@@ -107,7 +107,7 @@ func TestSeedVerdictSaysWhereItSaturates(t *testing.T) {
 	require.NotContains(t, got, "pool")
 	require.NotContains(t, got, "could not send")
 	require.Contains(t, got, "answered in time: sent → answer p99 120 ms (bound 600 ms")
-	require.Contains(t, got, "(meets p99 ≤ 20 ms); no HIGH POST due during the burst was accepted")
+	require.Contains(t, got, "(meets p99 ≤ 200 ms); no HIGH POST due during the burst was accepted")
 
 	saturated := held
 	saturated.steadyShare, saturated.steadyP99 = 0.78, 9000
@@ -124,5 +124,5 @@ func TestSeedVerdictSaysWhereItSaturates(t *testing.T) {
 	require.Contains(t, got, "could not send 5000 of the burst's POSTs")
 	require.Contains(t, got, "not all answered in time: sent → answer p99 2500 ms, above the bound of 600 ms")
 	require.Contains(t, got, "(48 connections) ran out: in the worst second an acquire waited 850 ms")
-	require.Contains(t, got, "(misses p99 ≤ 20 ms); p99 14639.1 ms during the burst")
+	require.Contains(t, got, "(misses p99 ≤ 200 ms); p99 14639.1 ms during the burst")
 }

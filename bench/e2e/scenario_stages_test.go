@@ -78,6 +78,22 @@ var stageNames = []string{
 	"consumed → claimed", "claimed → provider called", "provider called → outcome committed",
 }
 
+// acceptStepNames split "accept → commit" at the accept span's events: the accept context
+// read (a pool connection and one round trip), the work in Go up to the insert (the rules,
+// the render), the insert's one statement and its commit.
+var acceptStepNames = []string{
+	"accept → context read (pool, read)", "context read → insert started (Go)", "insert started → commit (insert, commit)",
+}
+
+// claimStepNames split "consumed → claimed" at the deliver span's events: the rows' read
+// (a pool connection and one round trip, and any stale read waited out before it), the work up
+// to the claim (the verdict, the message, the Redis lease: one round trip), and the claim's
+// one statement and commit until its worker goroutine asks the limiter.
+var claimStepNames = []string{
+	"consumed → rows read (pool, read, stale waits)", "rows read → claim started (render, Redis lease)",
+	"claim started → claimed (claim, commit)",
+}
+
 // outOfOrder says why a stage's two boundaries, read by different goroutines, can come in the
 // wrong order.
 var outOfOrder = map[string]string{
@@ -89,6 +105,9 @@ var outOfOrder = map[string]string{
 // stages is one histogram per stage, and of the whole chain.
 type stages struct {
 	h        []*hdrhistogram.Histogram
+	steps    []*hdrhistogram.Histogram // acceptStepNames
+	claim    []*hdrhistogram.Histogram // claimStepNames
+	reread   int                       // chains whose deliver span read the row more than once
 	total    *hdrhistogram.Histogram
 	traces   int            // traces with a complete chain
 	partial  int            // traces without one (not sent yet, or a span missing)
@@ -108,6 +127,12 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 	out := stages{total: result.NewLatency(), negative: map[string]int{}}
 	for range stageNames {
 		out.h = append(out.h, result.NewLatency())
+	}
+	for range acceptStepNames {
+		out.steps = append(out.steps, result.NewLatency())
+	}
+	for range claimStepNames {
+		out.claim = append(out.claim, result.NewLatency())
 	}
 	type chain struct {
 		accept, send sdktrace.ReadOnlySpan
@@ -171,6 +196,19 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 			record(out.h[i], d)
 		}
 		record(out.total, at[len(at)-1].Sub(at[0]))
+		if steps, ok := acceptSteps(c.accept); ok {
+			for i := range acceptStepNames {
+				record(out.steps[i], steps[i+1].Sub(steps[i]))
+			}
+		}
+		if steps, reads, ok := claimSteps(deliver, limit.StartTime()); ok {
+			for i := range claimStepNames {
+				record(out.claim[i], steps[i+1].Sub(steps[i]))
+			}
+			if reads > 1 {
+				out.reread++
+			}
+		}
 		out.traces++
 		src := attr(publish, "herald.source")
 		switch src {
@@ -196,6 +234,14 @@ func (s stages) report(r *result.Result, phase string) {
 		r.Latencies(group, name, s.h[i], "")
 	}
 	r.Latencies(group, "accept → outcome committed", s.total, "")
+	for i, name := range acceptStepNames {
+		r.Latencies(group, name, s.steps[i], "")
+	}
+	for i, name := range claimStepNames {
+		r.Latencies(group, name, s.claim[i], "")
+	}
+	r.Add(result.Figure{Group: group, Name: "read more than once before the claim", Value: float64(s.reread),
+		Unit: "count", Better: "lower"})
 	c := result.Chart{File: "high-stages-" + phase, Title: "HIGH stage breakdown during the " + phase + " (CDF per stage)", Kind: "cdf",
 		XLabel: "stage duration (ms)", YLabel: "fraction of HIGH deliveries", LogX: true}
 	for i, name := range stageNames {
@@ -232,6 +278,8 @@ func stagesNote(r *result.Result) {
 		"took (cdc publish: the relay decoded the row from the WAL; ingest publish: the accepting process published it right " +
 		"after the commit), Kafka ack = that publish span's end, consumed = dispatch.deliver start, " +
 		"claimed = dispatch.rate_limit start (right after the claim's commit), provider called = dispatch.send start, " +
+		"with consumed → claimed split at the deliver span's events \"rows read\" (the last read before the claim) and " +
+		"\"claim started\" (the claim's statement sent; the Redis lease is taken between them), " +
 		"outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: those hold now() of each " +
 		"transaction, its start not its commit, and nothing of the relay or Kafka.")
 }
@@ -244,4 +292,41 @@ func attr(sp sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// acceptSteps is the accept span's start, its events "accept context read" and "insert
+// started", and its end; ok is false when an event is missing (a replayed request).
+func acceptSteps(sp sdktrace.ReadOnlySpan) (at [4]time.Time, ok bool) {
+	at[0], at[3] = sp.StartTime(), sp.EndTime()
+	var read, insert bool
+	for _, ev := range sp.Events() {
+		switch ev.Name {
+		case "accept context read":
+			at[1], read = ev.Time, true
+		case "insert started":
+			at[2], insert = ev.Time, true
+		}
+	}
+	return at, read && insert
+}
+
+// claimSteps is the deliver span's start, its last "rows read" and "claim started" events
+// before claimed (the rate-limit span's start), and claimed; reads counts the reads before
+// it. ok is false when an event is missing.
+func claimSteps(deliver sdktrace.ReadOnlySpan, claimed time.Time) (at [4]time.Time, reads int, ok bool) {
+	at[0], at[3] = deliver.StartTime(), claimed
+	var read, started bool
+	for _, ev := range deliver.Events() {
+		if ev.Time.After(claimed) {
+			break
+		}
+		switch ev.Name {
+		case "rows read":
+			at[1], read, started = ev.Time, true, false
+			reads++
+		case "claim started":
+			at[2], started = ev.Time, read
+		}
+	}
+	return at, reads, read && started
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/internal/pgbench"
+	"github.com/heraldhq/herald/bench/internal/riverbench"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
@@ -28,6 +30,7 @@ import (
 func BenchmarkScenarioThroughput(b *testing.B) {
 	backlog := result.Scaled(100_000, 500)
 	const batch = 10_000
+	river := riverbench.Build(b) // compiled before anything is measured
 	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
 	var called atomic.Int64
@@ -80,6 +83,9 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	tps := acceptReference(b)
 	r.Add(result.Figure{Name: "pgbench of the accept SQL", Value: tps, Unit: "tx/s", Better: "higher"})
 	r.Add(result.Figure{Name: "ratio deliveries/s ÷ pgbench tx/s", Value: e2e / tps, Unit: "ratio", Better: "higher", Target: "≥ 1.0"})
+	riverDrain := riverNoopDrain(b, river, backlog)
+	r.Add(result.Figure{Name: "River no-op drain of as many jobs", Value: riverDrain, Unit: "jobs/s", Better: "higher"})
+	r.Add(result.Figure{Name: "ratio deliveries/s ÷ River drain", Value: e2e / riverDrain, Unit: "ratio", Better: "higher"})
 	r.Add(result.Figure{Name: "provider calls/s (first → last call)", Value: drain, Unit: "calls/s", Better: "higher"})
 	r.Add(result.Figure{Name: "first insert → last SENT", Value: last.Sub(first).Seconds(), Unit: "s", Better: "lower"})
 	r.Add(result.Figure{Name: "insert of the backlog", Value: insertedAt[len(insertedAt)-1].Sub(start).Seconds(), Unit: "s"})
@@ -91,6 +97,8 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	r.Note("herald (API, relay, dispatch) runs in the benchmark's process; PostgreSQL, Kafka and Redis share the machine's cores with it")
 	r.Note("the reference, pgbench of the accept SQL (ingest/testdata/pgbench_accept.sql, %d clients, one notification and two deliveries a transaction), "+
 		"runs right after herald's drain on a scratch database of the same cluster; the ratio is the figure to compare between machines", pgbench.Clients)
+	r.Note("the second reference, River (bench/river) draining a backlog of as many no-op jobs inserted before its workers start, " +
+		"runs after pgbench on a scratch database of its own: what a PostgreSQL job queue does on this machine with no provider call, no Kafka and no relay")
 
 	rate, left := throughputSeries(start, calls, insertedAt, insertedN)
 	r.Chart(result.Chart{File: "rate", Title: "provider calls per second", Kind: "line",
@@ -102,8 +110,23 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	b.ReportMetric(e2e, "deliveries/s")
 	b.ReportMetric(drain, "calls/s")
 	b.Logf("%d NORMAL deliveries, no rate limit, zero-latency provider: %.0f deliveries/s from the first insert to the last SENT (%s); "+
-		"%d provider calls over %s (%.0f/s); pgbench of the accept SQL %.0f tx/s, ratio %.2f", backlog, e2e, last.Sub(first).Round(time.Millisecond),
-		len(calls), span.Round(time.Millisecond), drain, tps, e2e/tps)
+		"%d provider calls over %s (%.0f/s); pgbench of the accept SQL %.0f tx/s, ratio %.2f; River's no-op drain %.0f jobs/s, ratio %.2f",
+		backlog, e2e, last.Sub(first).Round(time.Millisecond), len(calls), span.Round(time.Millisecond), drain, tps, e2e/tps, riverDrain, e2e/riverDrain)
+}
+
+// riverNoopDrain runs River's drain of n no-op jobs (bench/river with an empty -rates), and returns its
+// jobs worked per second.
+func riverNoopDrain(b *testing.B, bin string, n int) float64 {
+	b.Helper()
+	fmt.Fprintf(os.Stderr, "[throughput] River draining %d no-op jobs\n", n)
+	res := riverbench.Run(b, bin, "-rates", "", "-backlog", strconv.Itoa(n))
+	for _, f := range res.Figures {
+		if f.Group == "River" && f.Name == "drain" {
+			return f.Value
+		}
+	}
+	b.Fatalf("bench/river wrote no drain figure: %+v", res.Figures)
+	return 0
 }
 
 // acceptReference runs pgbench of the accept SQL on a scratch database of the same cluster

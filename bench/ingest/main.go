@@ -101,6 +101,7 @@ func fail(err error, code int) {
 
 type result struct {
 	accepted, failed int64
+	refused          int64 // answered 503 (herald shedding load, with Retry-After): an answer, not a failure
 	elapsed          time.Duration
 	cpu              time.Duration // the generator's own CPU time (user + system)
 	hist             *hdrhistogram.Histogram
@@ -113,10 +114,10 @@ func run(o options) (result, error) {
 	defer cancel()
 	runID := fmt.Sprintf("%x", time.Now().UnixNano())
 	var (
-		seq, accepted, failed atomic.Int64
-		mu                    sync.Mutex
-		firstErr              error
-		hist                  = hdrhistogram.New(1, int64(30*time.Second/time.Microsecond), 3)
+		seq, accepted, failed, refused atomic.Int64
+		mu                             sync.Mutex
+		firstErr                       error
+		hist                           = hdrhistogram.New(1, int64(30*time.Second/time.Microsecond), 3)
 	)
 	tokens := make(chan time.Time, o.concurrency)
 	if o.rate > 0 {
@@ -143,6 +144,10 @@ func run(o options) (result, error) {
 				n := seq.Add(1)
 				req = o.appendRequest(req[:0], runID, n)
 				status, err := c.do(req)
+				if err == nil && status == http.StatusServiceUnavailable {
+					refused.Add(1)
+					continue
+				}
 				if err == nil && status != http.StatusAccepted {
 					err = fmt.Errorf("status %d", status)
 				}
@@ -164,7 +169,7 @@ func run(o options) (result, error) {
 		}()
 	}
 	wg.Wait()
-	return result{accepted: accepted.Load(), failed: failed.Load(), elapsed: time.Since(start),
+	return result{accepted: accepted.Load(), failed: failed.Load(), refused: refused.Load(), elapsed: time.Since(start),
 		cpu: cpuTime() - cpu0, hist: hist}, firstErr
 }
 
@@ -194,8 +199,8 @@ func (r result) print(o options) {
 	if o.rate > 0 {
 		mode = fmt.Sprintf("open loop at %.0f/s", o.rate)
 	}
-	fmt.Printf("ingest: %d accepted, %d failed in %s: %.0f POST/s (%s, concurrency %d)\n",
-		r.accepted, r.failed, r.elapsed.Round(time.Millisecond), perSec, mode, o.concurrency)
+	fmt.Printf("ingest: %d accepted, %d refused (503), %d failed in %s: %.0f POST/s (%s, concurrency %d)\n",
+		r.accepted, r.refused, r.failed, r.elapsed.Round(time.Millisecond), perSec, mode, o.concurrency)
 	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n",
 		ms(50), ms(90), ms(99), ms(99.9), float64(r.hist.Max())/1000)
 	cpuPerReq := 0.0

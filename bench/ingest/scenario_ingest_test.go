@@ -126,6 +126,8 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	r.Add(benchresult.Figure{Group: "closed loop", Name: "load generator CPU per POST", Value: perPost(genCPU, posted), Unit: "µs", Better: "lower"})
 	openGroup := "open loop at half rate"
 	r.Add(benchresult.Figure{Group: openGroup, Name: "rate", Value: float64(res.accepted) / res.elapsed.Seconds(), Unit: "POST/s"})
+	r.Add(benchresult.Figure{Group: openGroup, Name: "refused (503, shed by the admission wait)", Value: float64(res.refused),
+		Unit: "count", Better: "lower", Target: "= 0"})
 	r.Latencies(openGroup, "due → answer", res.hist, "≤ 25")
 	r.Add(benchresult.Figure{Group: openGroup, Name: "herald CPU per POST", Value: perPost(cpu1-cpu0, res.accepted), Unit: "µs", Better: "lower"})
 	r.Add(benchresult.Figure{Group: openGroup, Name: "load generator CPU share", Value: res.cpu.Seconds() / res.elapsed.Seconds() * 100, Unit: "% of one core", Better: "lower"})

@@ -36,6 +36,8 @@ type latency struct {
 	invisible int // rows not visible when the phase gave up waiting
 	// stages splits commit → Kafka ack for herald's relay (nil for the others).
 	stages *breakdown
+	// requests are herald's relay's produce requests during the phase (nil for the others).
+	requests *requestStats
 	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
 	// other databases' included: a logical replication slot reads all of it.
 	walRate float64
@@ -58,6 +60,9 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	})
 	defer stop()
 	wal0, t0 := s.walLSN(b), time.Now()
+	if s.requests != nil {
+		s.requests.reset()
+	}
 	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: d, Workers: generatorConns},
 		func(ctx context.Context, i int, due time.Time) error {
 			id, err := s.insert(ctx, herald.Priorities[i%3])
@@ -81,6 +86,8 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	if s.stages != nil {
 		bd := s.stages.breakdown(rows)
 		out.stages = &bd
+		rs := s.requests.stats()
+		out.requests = &rs
 	}
 	for _, r := range rows {
 		at, ok := s.watch.visible(r.id)

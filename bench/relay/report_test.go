@@ -42,6 +42,10 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		l.stages.add(res, s.name, name)
 		b.Logf("%s at %d rows/s, commit → Kafka ack from the relay: %s", s.name, l.rate, l.stages)
 	}
+	if l.requests != nil {
+		l.requests.add(res, s.name, name)
+		b.Logf("%s at %d rows/s: %s", s.name, l.rate, l.requests)
+	}
 	if l.load.Rate() < 0.95*float64(l.rate) {
 		res.Note("The generator did not hold %d rows/s for %s: it achieved %.0f rows/s and fell up to %v behind its schedule "+
 			"(%d inserts started over 1 ms late; %d due too late to start before the phase ended were not sent); "+

@@ -30,8 +30,9 @@ type system struct {
 	topics   map[herald.Priority]string
 	brokers  []string
 	watch    *watcher
-	acks     *acks   // when the relay's records were acknowledged
-	stages   *stages // herald's relay only: each record's way out, from the relay
+	acks     *acks     // when the relay's records were acknowledged
+	stages   *stages   // herald's relay only: each record's way out, from the relay
+	requests *requests // herald's relay only: its produce requests
 	// start runs the relay until stop is called; it returns once the relay is ready to
 	// publish what is committed from then on.
 	start func(tb testing.TB) (stop func())
@@ -72,10 +73,11 @@ func heraldSystem(tb testing.TB) *system {
 	tb.Helper()
 	s := newSystem(tb, "herald relay")
 	s.stages = newStages()
+	s.requests = newRequests()
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 4)
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
-		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks))
+		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks, s.requests))
 		heraldtest.Must(tb, err)
 		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics,
 			ObservePublished: s.stages.observe}, relayPool, kcl, zap.NewNop())

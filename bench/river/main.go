@@ -10,6 +10,7 @@
 //	eval "$(deploy/local/stack.sh env)"
 //	cd bench/river && go run .              # a scratch database of its own, dropped at the end
 //	BENCH_SCALE=0.1 go run . -workers 100   # smaller, other tuning
+//	go run . -rates '' -backlog 100000      # the no-op drain alone (the throughput scenario's)
 package main
 
 import (
@@ -32,7 +33,7 @@ func main() {
 		Tail:        time.Duration(result.Scaled(5_000, 1_000)) * time.Millisecond,
 		Backlog:     result.Scaled(100_000, 1_000),
 	}
-	rates := flag.String("rates", "100,1000,5000", "insert rates, jobs/s, comma separated")
+	rates := flag.String("rates", "100,1000,5000", "insert rates, jobs/s, comma separated; empty: the drain alone")
 	flag.DurationVar(&cfg.Phase, "phase", cfg.Phase, "length of each rate's phase (default: 10 s × BENCH_SCALE, at least 1 s)")
 	flag.DurationVar(&cfg.Tail, "tail", cfg.Tail, "how long a phase waits for jobs still in flight after its last insert")
 	flag.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "jobs in the drained backlog (default: 100,000 × BENCH_SCALE)")
@@ -41,7 +42,7 @@ func main() {
 	flag.DurationVar(&cfg.FetchPollInterval, "fetch-poll-interval", 100*time.Millisecond, "River FetchPollInterval")
 	flag.IntVar(&cfg.Conns, "conns", 32, "connections of the load generator")
 	flag.Parse()
-	for _, r := range strings.Split(*rates, ",") {
+	for _, r := range strings.FieldsFunc(*rates, func(c rune) bool { return c == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "river: bad rate %q\n", r)

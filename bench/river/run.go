@@ -65,8 +65,10 @@ func run(ctx context.Context, cfg config) error {
 		"then a backlog of %d jobs inserted before the workers start. River %d workers, FetchCooldown %v, FetchPollInterval %v",
 		cfg.Rates, cfg.Phase, cfg.Conns, cfg.Backlog, cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval)
 	b := &bench{cfg: cfg, pool: pool, res: res, started: newStarts()}
-	if err := b.latencies(ctx); err != nil {
-		return err
+	if len(cfg.Rates) > 0 {
+		if err := b.latencies(ctx); err != nil {
+			return err
+		}
 	}
 	if err := b.drain(ctx); err != nil {
 		return err

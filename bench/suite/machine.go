@@ -56,7 +56,7 @@ func readMachine(ctx context.Context, root string) Machine {
 	m.Dirty = command(ctx, root, "git", "status", "--porcelain") != ""
 	m.PostgreSQL = postgresVersion(ctx)
 	m.Redis = redisVersion(ctx)
-	m.Kafka = kafkaVersion(root)
+	m.Kafka = kafkaVersion(root) + kafkaPriority(root)
 	return m
 }
 
@@ -131,14 +131,18 @@ func redisVersion(ctx context.Context) string {
 	return "unknown (no redis_version in INFO server)"
 }
 
+// stackDir is the local stack's folder (deploy/local/stack.sh's).
+func stackDir(root string) string {
+	if dir := os.Getenv("HERALD_STACK_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(root, ".stack")
+}
+
 // kafkaVersion reads the broker's version from the stack's Kafka installation (the name of
 // its kafka-server jar), which is what deploy/local/stack.sh runs.
 func kafkaVersion(root string) string {
-	dir := os.Getenv("HERALD_STACK_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, ".stack")
-	}
-	jars, _ := filepath.Glob(filepath.Join(dir, "kafka", "libs", "kafka-server-[0-9]*.jar"))
+	jars, _ := filepath.Glob(filepath.Join(stackDir(root), "kafka", "libs", "kafka-server-[0-9]*.jar"))
 	sort.Strings(jars)
 	if len(jars) == 0 {
 		return "unknown (no kafka-server jar in the stack)"
@@ -146,6 +150,26 @@ func kafkaVersion(root string) string {
 	v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(jars[0]), "kafka-server-"), ".jar")
 	return "Apache Kafka " + v
 }
+
+// kafkaPriority says the running broker's scheduling priority, the nice of its autogroup
+// (deploy/local/kafka.sh sets it, HERALD_KAFKA_NICE), since on a machine shared by every part
+// of the stack it decides how long a produce request waits for the CPU; empty when the
+// broker's pid cannot be read or the broker is not scheduled through an autogroup (a process
+// in a cgroup's task group reads an empty /proc/PID/autogroup).
+func kafkaPriority(root string) string {
+	pid := strings.TrimSpace(strings.SplitN(readTrim(filepath.Join(stackDir(root), "kafka", "kafka.pid")), "\n", 2)[0])
+	if pid == "" {
+		return ""
+	}
+	f := strings.Fields(readTrim(filepath.Join(procDir, pid, "autogroup"))) // "/autogroup-93934 nice -10"
+	if len(f) != 3 || f[1] != "nice" {
+		return ""
+	}
+	return ", broker at nice " + f[2]
+}
+
+// procDir is where kafkaPriority reads a process's autogroup; a test points it elsewhere.
+var procDir = "/proc"
 
 // loadAvg is /proc/loadavg's 1, 5 and 15 minute averages.
 func loadAvg() string {

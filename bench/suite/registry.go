@@ -24,7 +24,9 @@ var registry = []Scenario{
 	{"throughput", ".", "./bench/e2e", "BenchmarkScenarioThroughput", 2 * time.Minute},
 	{"seed-load", ".", "./bench/e2e", "BenchmarkScenarioSeedLoad", 3 * time.Minute},
 	{"rate-limit", ".", "./bench/e2e", "BenchmarkScenarioRateLimit", time.Minute},
+	{"failover", ".", "./dispatch/route", "BenchmarkScenarioFailover", time.Minute},
 	{"high-during-redrive", ".", "./bench/e2e", "BenchmarkScenarioHighDuringRedrive", 2 * time.Minute},
+	{"events", ".", "./bench/e2e", "BenchmarkScenarioEvents", 3 * time.Minute},
 	{"memory", ".", "./bench/memory", "BenchmarkScenarioMemory", 3 * time.Minute},
 	{"recovery", ".", "./bench/recovery", "BenchmarkScenarioRecovery", 2 * time.Minute},
 }
