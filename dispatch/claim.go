@@ -65,6 +65,7 @@ func (l *lane) leaseClaimSend(ctx context.Context, ws []*work, end func(*work, r
 	seen := make([]delivery.Seen, len(leased))
 	for i, w := range leased {
 		seen[i] = delivery.Seen{ID: w.r.ID, Attempts: w.r.Attempts}
+		trace.SpanFromContext(w.ctx).AddEvent(eventClaimStarted)
 	}
 	claimed, err := delivery.ClaimBatch(ctx, l.d.pool, seen)
 	var sends sync.WaitGroup

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/senders"
 	"github.com/heraldhq/herald/senders/push"
 )
@@ -93,7 +95,9 @@ func TestLimitOnFanOutAccountRefused(t *testing.T) {
 
 // A fan-out whose first call gets no slot within RateWait is deferred like any delivery,
 // without using an attempt; once its first call went out, the other devices wait for their
-// slots within the send, and the delivery ends SENT in one attempt.
+// slots within the send, and the delivery ends SENT in one attempt. The account's log holds
+// a call of another process that keeps the one slot taken until the test lets it go, so the
+// first call is refused whatever the machine's speed.
 func TestPushFanOutDeferredWithoutAttempt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -116,13 +120,39 @@ func TestPushFanOutDeferredWithoutAttempt(t *testing.T) {
 		VALUES (611, 't1', 'FCM'), (611, 't2', 'FCM'), (611, 't3', 'FCM')`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(context.Background()))
+	hold := holdRateSlot(t, e, "push:fcm")
 	e.publish(id)
+	heraldtest.WaitFor(t, 30*time.Second, "the delivery deferred past the held slot", func() bool {
+		var later bool
+		err := e.pool.QueryRow(context.Background(), `SELECT status = 'PENDING' AND next_attempt_at > now() + interval '10 minutes'
+			FROM delivery WHERE id = $1`, id).Scan(&later)
+		require.NoError(t, err)
+		return later
+	})
+	require.GreaterOrEqual(t, signals(d).count(herald.PriorityHigh, signalDeferred), int64(1), "the held slot deferred it")
+	hold(id)
 	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, id)
 
-	require.GreaterOrEqual(t, signals(d).count(herald.PriorityHigh, signalDeferred), int64(1), "the limiter's start-up window deferred it")
 	_, n := e.state(id)
 	require.Equal(t, 1, n, "a deferral used up an attempt")
 	require.Len(t, e.attempts(id), 1)
 	require.Len(t, fcm.received(), 3)
 	require.LessOrEqual(t, maxInWindow(fcm.received(), time.Second, all), 1)
+}
+
+// holdRateSlot puts into provider's rate-limit log a call admitted an hour from now (Redis's
+// clock), as if another process had taken the slot: nothing is admitted until the returned
+// release removes it and makes the deliveries ids, deferred past it, due again.
+func holdRateSlot(t *testing.T, e *env, provider string) (release func(ids ...string)) {
+	t.Helper()
+	ctx := context.Background()
+	now, err := e.rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	key := e.prefix + "rl:{" + provider + "}"
+	require.NoError(t, e.rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Hour).UnixMicro()), Member: "held"}).Err())
+	return func(ids ...string) {
+		require.NoError(t, e.rdb.ZRem(ctx, key, "held").Err())
+		_, err := e.pool.Exec(ctx, `UPDATE delivery SET next_attempt_at = now() WHERE id = ANY($1::uuid[]) AND status = 'PENDING'`, ids)
+		require.NoError(t, err)
+	}
 }

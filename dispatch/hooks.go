@@ -26,6 +26,15 @@ func (l *lane) begin(ctx context.Context, w *work) {
 	l.d.metrics.lag.Record(w.ctx, time.Since(w.it.rec.Timestamp).Seconds(), l.attrs)
 }
 
+// The events of a record's dispatch.deliver span that split its way from the poll to the
+// claim's commit: each pass's read of the rows, and the claim's statement starting (the
+// Redis lease is taken between them). A trace with more than one read took another pass (a
+// stale read waited out, or a claim lost).
+const (
+	eventRowsRead     = "rows read"
+	eventClaimStarted = "claim started"
+)
+
 // recordError notes a failed pass on w's span; the record may still be settled by a later
 // pass.
 func recordError(w *work) {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
@@ -16,7 +18,7 @@ import (
 // days ago, one of them just after midnight for a notification of the day before, returns
 // both with their notifications, and its plan holds only the deliveries' and attempts' day
 // partitions and the notifications' partitions of that day and the day before, not every
-// day's (the generic plan the batch read ran on before held every notification partition).
+// day's, on the generic plan it runs on as on a custom one (the day's bounds are constants).
 func TestBatchReadOfAnOldDayHoldsOnlyItsPartitions(t *testing.T) {
 	t.Parallel()
 	pool := stacktest.Postgres(t)
@@ -42,7 +44,41 @@ func TestBatchReadOfAnOldDayHoldsOnlyItsPartitions(t *testing.T) {
 		require.Equal(t, client, rows[id].ClientID)
 	}
 
-	scanned := deliverytest.PlannedRelations(t, pool, loadDaySQL, loadDayArgs(day, ids)...)
-	deliverytest.RequireOnlyPartitionsOf(t, scanned, day.Name("delivery"), day.Name("delivery_attempt"),
-		day.Name("notification"), day.Add(-1).Name("notification"))
+	// A plan for the values (EXPLAIN's), and the generic plan (the locks it holds).
+	for _, held := range [][]string{
+		deliverytest.PlannedRelations(t, pool, loadStatement(day), loadDayArgs(ids)...),
+		deliverytest.LockedRelationsAfter(t, pool, []string{"SET LOCAL plan_cache_mode = force_generic_plan"}, loadStatement(day), loadDayArgs(ids)...),
+	} {
+		deliverytest.RequireOnlyPartitionsOf(t, held, day.Name("delivery"), day.Name("delivery_attempt"),
+			day.Name("notification"), day.Add(-1).Name("notification"))
+	}
+}
+
+// TestReadOfOneDayIsPlannedOnce: reads of deliveries of one day, one after another on one
+// connection, run that day's prepared statement on its generic plan, every one, also once the
+// tables have statistics (on which PostgreSQL, left to choose, plans each read anew): a read
+// plans nothing.
+func TestReadOfOneDayIsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	shared := stacktest.Postgres(t)
+	ctx := context.Background()
+	cfg := shared.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	const reads = 10
+	ids := deliverytest.Insert(t, pool, reads, deliverytest.Spec{})
+	_, err = pool.Exec(ctx, "ANALYZE delivery, notification, delivery_attempt, user_contact, template")
+	require.NoError(t, err)
+	for _, id := range ids {
+		rows, err := loadMany(ctx, pool, []string{id})
+		require.NoError(t, err)
+		require.Contains(t, rows, id)
+	}
+	var generic, custom int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements WHERE statement = $1`, loadStatement(partition.DayOfID(uuid.MustParse(ids[0])))).Scan(&generic, &custom))
+	require.Equal(t, reads, generic+custom, "every read ran the day's prepared statement")
+	require.Equal(t, reads, generic, "every read ran on the generic plan")
 }

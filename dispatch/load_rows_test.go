@@ -54,7 +54,7 @@ func TestBatchReadReadsOnlyItsRowsOnStaleStatistics(t *testing.T) {
 	}
 	require.Equal(t, 34, withAttempt, "the 34 oldest of the 64 have an attempt")
 
-	for name, read := range deliverytest.ScanReads(t, pool, loadDaySQL, loadDayArgs(day, ids)...) {
+	for name, read := range deliverytest.ScanReads(t, pool, loadStatement(day), loadDayArgs(ids)...) {
 		if strings.HasPrefix(name, "notification_") || strings.HasPrefix(name, "delivery_attempt_") {
 			require.LessOrEqual(t, read, float64(len(ids)), "rows read from %s by a batch read of %d deliveries", name, len(ids))
 		}

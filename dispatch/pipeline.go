@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
@@ -154,6 +155,7 @@ func (l *lane) pass(ctx context.Context, ws []*work, end func(*work, result)) {
 	rows, err := loadMany(ctx, l.d.pool, ids)
 	var send []*work
 	for _, w := range ws {
+		trace.SpanFromContext(w.ctx).AddEvent(eventRowsRead)
 		w.passState = passState{r: rows[w.id], err: err}
 		if err != nil {
 			end(w, resFailed)

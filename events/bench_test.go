@@ -70,12 +70,19 @@ func BenchmarkEventToEndpoint(b *testing.B) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() { cancel(); require.NoError(b, <-done) }()
 
-	// Warm up until the relay streams and the endpoint has answered.
+	// Warm up until the relay streams and the endpoint has answered, then until every
+	// warm-up event has arrived.
+	written := 0
 	heraldtest.WaitForEvery(b, 60*time.Second, 500*time.Millisecond, "the first event at the endpoint", func() bool {
 		e.writeEvent(client)
+		written++
 		return len(rc.got()) > 0
 	})
-	time.Sleep(2 * time.Second) // let the warm-up events drain before the measurement
+	heraldtest.WaitFor(b, time.Minute, "every warm-up event at the endpoint", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= written
+	})
 	mu.Lock()
 	hist.Reset()
 	warm := len(seen)
@@ -163,11 +170,14 @@ func (e *env) writeEvent(client string) {
 	require.NoError(e.t, err)
 }
 
-// startRelay runs the real relay on the env's database, its events going to the env's topic.
+// startRelay runs the real relay on the env's database, its events going to the env's topic,
+// and returns once it streams: a row committed before its slot existed would never reach
+// Kafka (no sweeper publishes events).
 func (e *env) startRelay() {
 	e.t.Helper()
 	names := stacktest.KafkaTopics(e.t, map[string]int32{"high": 1, "normal": 1, "low": 1})
-	cfg := cdc.Config{Slot: stacktest.Name("slot"), Publication: stacktest.Name("pub"),
+	slot := stacktest.Name("slot")
+	cfg := cdc.Config{Slot: slot, Publication: stacktest.Name("pub"),
 		Topics:      map[herald.Priority]string{herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"]},
 		Partitions:  map[herald.Priority]int32{herald.PriorityHigh: 1, herald.PriorityNormal: 1, herald.PriorityLow: 1},
 		EventsTopic: e.topic, EventsPartitions: 3, LeaderRetry: 200 * time.Millisecond}
@@ -179,6 +189,12 @@ func (e *env) startRelay() {
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
 	e.t.Cleanup(func() { cancel(); require.NoError(e.t, <-done); kc.Close() })
+	heraldtest.WaitFor(e.t, time.Minute, "relay streaming", func() bool {
+		var streaming bool
+		require.NoError(e.t, e.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&streaming))
+		return streaming
+	})
 }
 
 func envInt(name string, def int) int {

@@ -21,6 +21,9 @@ func (a *adaptFlags) register(f *envFlags) {
 		"(--dispatch-concurrency-normal/-low, --campaign-rate and --redrive-rate become ceilings); false: fixed limits")
 	f.Duration(&a.cfg.Targets.HighLatency, "adaptive-high-latency", adapt.DefaultHighLatency,
 		"HIGH accept → provider call latency (90th percentile of each dispatch process) above which background work slows down")
+	f.Float(&a.cfg.Targets.Tolerance, "adaptive-high-tolerance", adapt.DefaultTolerance,
+		"above 0: HIGH counts as late only past this many times its calm latency on this machine too (the smallest of the last 2 minutes), "+
+			"so that LOW keeps its share where HIGH never gets under --adaptive-high-latency; 0: that target alone")
 	f.Duration(&a.cfg.Targets.RelayLag, "adaptive-relay-lag", adapt.DefaultRelayLag,
 		"relay lag (commit → decoded) above which background work slows down")
 	f.Duration(&a.cfg.Interval, "adaptive-interval", adapt.DefaultInterval, "how often each process reports and reads the shared signal and steps its limits")

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -25,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
+	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/redrive"
 )
 
@@ -80,6 +82,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Bool(&c.PublishHigh, "publish-high", ingest.DefaultPublishHigh, "an ingest process publishes each HIGH delivery it accepts to Kafka right after the commit, the relay's record from the WAL being the guarantee; false: the relay's only")
 	f.Int(&c.Expander.Rate, "campaign-rate", campaign.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
+	f.Int(&c.Redrive.LotSize, "redrive-lot-size", redrive.DefaultLotSize, "matched deliveries a re-drive reads and re-arms per transaction (1-10000): a smaller lot is a shorter burst of writes and WAL ahead of HIGH, a larger one costs less per delivery")
 	f.Int(&c.Ingest.RedriveMax, "redrive-max", redrive.DefaultMax, "most deliveries one re-drive may match; POST /api/redrives answers 422 redrive_too_large beyond")
 	c.Topics.register(f)
 	c.Relay.register(f)
@@ -108,6 +111,9 @@ func (c *serveConfig) validate() error {
 	}
 	if err := c.validateConns(); err != nil {
 		return err
+	}
+	if c.Redrive.LotSize < 1 || c.Redrive.LotSize > redrive.MaxLotSize {
+		return fmt.Errorf("--redrive-lot-size %d: must be 1-%d", c.Redrive.LotSize, redrive.MaxLotSize)
 	}
 	if c.Events.Partitions < 1 {
 		return fmt.Errorf("--events-partitions %d: at least 1", c.Events.Partitions)
@@ -213,6 +219,16 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeHigh()
+	if c.has("ingest") {
+		hp, err := highAcceptPool(ctx, c)
+		if err != nil {
+			return err
+		}
+		if hp != nil {
+			defer hp.Close()
+			apiOpts = append(apiOpts, ingest.HighPool(hp))
+		}
+	}
 	api, err := ingest.New(c.Ingest, pool, log, apiOpts...)
 	if err != nil {
 		return err
@@ -245,7 +261,12 @@ func runServe(ctx context.Context, args []string) error {
 		runs = append(runs, component{"adaptive limits", ctl.Run})
 	}
 	if c.has("ingest") {
-		x, err := campaign.NewExpander(c.Expander, pool, log)
+		xpool, err := expanderPool(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer xpool.Close()
+		x, err := campaign.NewExpander(c.Expander, xpool, log)
 		if err != nil {
 			return err
 		}
@@ -433,6 +454,43 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 		return nil, nil, fmt.Errorf("relay: %w", err)
 	}
 	return relay, func() { kcl.Close(); pool.Close() }, nil
+}
+
+// expanderPoolConns sizes the campaign expander's own pool: its lots and its DONE checks run
+// one after the other. Apart from the API's pool, a lot never holds one of the connections the
+// admission slots count on (docs/architecture.md "Campaign expansion").
+const expanderPoolConns = 2
+
+func expanderPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
+	pc := c.commonConfig
+	pc.MaxConns = expanderPoolConns
+	return openPool(ctx, pc)
+}
+
+// highAcceptPool is HIGH POSTs' own connections (ingest.HighPool), one per slot of the
+// admission's HIGH reserve, all opened before the API serves and kept open (MinConns), so
+// that a HIGH accept never queues behind NORMAL and LOW for a connection nor opens one; nil
+// when the reserve is empty.
+func highAcceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
+	n := int32(c.Ingest.HighReserve(c.MaxConns))
+	if n < 1 {
+		return nil, nil
+	}
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MinConns = n
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	// MinConns opens them in the background; open them now.
+	if err := pgpool.Warm(ctx, pool, int(n)); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
 }
 
 // dispatchPoolSpare is what the dispatch pool holds beyond one connection per worker: the

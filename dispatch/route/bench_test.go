@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -11,49 +12,79 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
-// BenchmarkOutageFailover measures a total outage of the primary SMS account on the real
-// stack (relay, PostgreSQL, Kafka, Redis; in-memory providers): HIGH OTPs arrive at 20/s while
-// a LOW backlog drains at the standby's limit, the primary answers 503 to everything for
-// benchOutage, then recovers. It reports the time from the outage's start to the first HIGH
-// call on the standby, the HIGH insert → successful provider call p50/p99 during the outage,
-// the standby's busiest second of LOW calls against LOW's share of its limit, and the time
-// from the recovery until the primary is back at its weight.
+// BenchmarkScenarioFailover is the bench suite's failover scenario: a total outage of the
+// primary SMS account on the real stack (relay, PostgreSQL, Kafka, Redis; in-memory
+// providers). HIGH OTPs arrive at 20/s while a LOW backlog drains, the primary answers 503 to
+// everything for the outage, then recovers. It reports the time from the outage's start to
+// the first HIGH call on the standby, the HIGH insert → successful provider call latency
+// before, during and after the outage, the standby's busiest second of LOW calls (and of all
+// its calls) against LOW's share of its limit (and the limit), and the time from the recovery
+// until the primary is back at its weight. Routing runs on its defaults.
 //
-//	go test -run '^$' -bench OutageFailover -benchtime 1x ./dispatch/route/
-func BenchmarkOutageFailover(b *testing.B) {
+//	go test -run '^$' -bench ScenarioFailover -benchtime 1x ./dispatch/route/
+func BenchmarkScenarioFailover(b *testing.B) {
 	for range b.N {
 		runOutageBench(b)
 	}
 }
 
 const (
-	benchOutage       = 10 * time.Second
-	benchStandbyLimit = 50 // standby calls per second; LOW may use 60 % of it
+	benchHighRate     = 20  // HIGH deliveries per second
+	benchPrimaryLimit = 200 // primary calls per second
+	benchStandbyLimit = 50  // standby calls per second; LOW may use 60 % of it
 )
 
+// outageRun is what one run of the scenario saw: its phases and the HIGH deliveries it
+// inserted, with their insert times.
+type outageRun struct {
+	start, outageAt, recoveredAt, backAt time.Time
+	sent                                 map[string]time.Time // HIGH delivery → insert time
+}
+
 func runOutageBench(b *testing.B) {
+	healthy := result.ScaledDuration(3*time.Second, 2*time.Second)
+	outageFor := result.ScaledDuration(10*time.Second, 5*time.Second)
+	backlog := result.Scaled(3000, 600)
+	r := result.New("failover", "the primary SMS account answers 503 to everything: HIGH onto the standby, the standby's limit, the way back")
+	r.Load = fmt.Sprintf("two in-memory SMS accounts (5 ms a call): the primary sms:twilio (weight 100, limit %d/s) and the "+
+		"standby sms:vonage (weight 0, limit %d/s); a LOW backlog of %d deliveries drains while HIGH deliveries are "+
+		"inserted at %d/s (one per transaction, published by the relay); %s healthy, then the primary answers 503 to "+
+		"every call for %s, then recovers; routing on its defaults (10 s window, 5 failures, 4 steps of 1 s, a probe every 5 s)",
+		benchPrimaryLimit, benchStandbyLimit, backlog, benchHighRate, healthy, outageFor)
+	loadBefore := result.LoadAverage()
 	s := newStackTB(b)
 	out := &outage{}
-	var mu sync.Mutex
-	var outageAt time.Time
 	primary := &dispatch.MemorySender{ProviderName: "sms:twilio", Behave: out.behave, Latency: 5 * time.Millisecond}
 	standby := &dispatch.MemorySender{ProviderName: "sms:vonage", Latency: 5 * time.Millisecond}
-	r := s.route(Config{}, primary, standby) // the defaults: 10 s window, 5 failures, 1 s steps, 5 s probes
-	s.dispatch(s.dispatchConfig(map[string]int{"sms:twilio": 200, "sms:vonage": benchStandbyLimit}), r)
-	keys := r.Sender(herald.ChannelSMS).keys
+	rt := s.route(Config{}, primary, standby)
+	s.dispatch(s.dispatchConfig(map[string]int{"sms:twilio": benchPrimaryLimit, "sms:vonage": benchStandbyLimit}), rt)
+	s.insert(backlog, herald.PriorityLow)
 
-	s.insert(3000, herald.PriorityLow)
-	sent := map[string]time.Time{} // HIGH delivery → insert time
-	var highIDs []string
+	b.ResetTimer()
+	run := outageTimeline(s, rt, out, healthy, outageFor)
+	b.StopTimer()
+	reportOutage(b, r, run, primary, standby)
+	r.Note("Load average before %s, after %s (2 cores, shared with PostgreSQL, Kafka and Redis).", loadBefore, result.LoadAverage())
+	heraldtest.Must(b, r.Write())
+}
+
+// outageTimeline runs the scenario's timeline: HIGH at benchHighRate from the start, healthy,
+// the outage for outageFor, the recovery until the primary is back at its weight; then it
+// waits until every HIGH delivery is SENT.
+func outageTimeline(s *stack, rt *Router, out *outage, healthy, outageFor time.Duration) outageRun {
+	run := outageRun{start: time.Now(), sent: map[string]time.Time{}}
+	keys := rt.Sender(herald.ChannelSMS).keys
+	var mu sync.Mutex
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	go func() { // HIGH at 20/s
+	go func() { // HIGH at benchHighRate
 		defer close(done)
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(time.Second / benchHighRate)
 		defer tick.Stop()
 		for {
 			select {
@@ -63,74 +94,159 @@ func runOutageBench(b *testing.B) {
 				at := time.Now()
 				ids := s.insert(1, herald.PriorityHigh)
 				mu.Lock()
-				sent[ids[0]] = at
-				highIDs = append(highIDs, ids...)
+				run.sent[ids[0]] = at
 				mu.Unlock()
 			}
 		}
 	}()
-	time.Sleep(3 * time.Second) // a healthy phase: the benchmark's own timeline, not a wait for a condition
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	phase := "healthy"
+	progress := result.Progress(ctx, os.Stderr, "failover", 5*time.Second, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%s; %d HIGH inserted", phase, len(run.sent))
+	})
+	time.Sleep(healthy) // the scenario's own timeline, not a wait for a condition
 	mu.Lock()
-	outageAt = time.Now()
+	run.outageAt, phase = time.Now(), "primary down"
 	mu.Unlock()
 	out.down.Store(true)
-	time.Sleep(benchOutage)
-	recoveredAt := time.Now()
+	time.Sleep(outageFor)
+	mu.Lock()
+	run.recoveredAt, phase = time.Now(), "primary recovered, stepping back"
+	mu.Unlock()
 	out.down.Store(false)
-	var backAt time.Time
 	heraldtest.WaitForEvery(s.t, 2*time.Minute, 2*time.Millisecond, "the primary back at its weight", func() bool {
-		lv, err := r.st.levels(context.Background(), keys)
+		lv, err := rt.st.levels(context.Background(), keys)
 		if err == nil && lv[0] == 0 {
-			backAt = time.Now()
+			run.backAt = time.Now()
 			return true
 		}
 		return false
 	})
 	close(stop)
 	<-done
-	mu.Lock()
-	ids := append([]string(nil), highIDs...)
-	mu.Unlock()
-	s.waitSent(2*time.Minute, ids)
-
-	isHigh := map[string]bool{}
-	for _, id := range ids {
-		isHigh[id] = true
+	progress()
+	ids := make([]string, 0, len(run.sent))
+	for id := range run.sent {
+		ids = append(ids, id)
 	}
-	firstStandby := time.Duration(-1)
-	hist := hdrhistogram.New(1, 60_000_000, 3) // µs
-	var lowOnStandby []time.Time
+	s.waitSent(2*time.Minute, ids)
+	return run
+}
+
+// outageTally is what the providers' calls say about a run.
+type outageTally struct {
+	toStandby  time.Duration                      // outage start → first HIGH call on the standby; -1: none
+	high       map[string]*hdrhistogram.Histogram // phase → HIGH insert → successful call (µs)
+	busiestLow int                                // the standby's busiest second of LOW calls during the outage
+	busiestAll int                                // and of all its calls
+	perSecond  map[string]*result.PerSecond       // chart series → calls per second
+}
+
+var (
+	outagePhases = []string{"healthy", "outage", "recovery"}
+	callSeries   = []string{"primary, every call", "standby, HIGH", "standby, LOW"}
+)
+
+func tallyOutage(run outageRun, primary, standby *dispatch.MemorySender) outageTally {
+	during := func(t time.Time) bool { return t.After(run.outageAt) && t.Before(run.recoveredAt) }
+	t := outageTally{toStandby: -1, high: map[string]*hdrhistogram.Histogram{}, perSecond: map[string]*result.PerSecond{}}
+	for _, ph := range outagePhases {
+		t.high[ph] = result.NewLatency()
+	}
+	for _, n := range callSeries {
+		t.perSecond[n] = &result.PerSecond{T0: run.start}
+	}
+	last := map[string]time.Time{} // HIGH delivery → its last call, the one that succeeded
+	for _, c := range primary.Calls() {
+		t.perSecond["primary, every call"].Add(c.At, 1)
+		if _, ok := run.sent[c.Message.DeliveryID]; ok && c.At.After(last[c.Message.DeliveryID]) {
+			last[c.Message.DeliveryID] = c.At
+		}
+	}
+	var lowOnStandby, allOnStandby []time.Time
 	for _, c := range standby.Calls() {
-		id := c.Message.DeliveryID
-		if !isHigh[id] {
-			if c.At.After(outageAt) && c.At.Before(recoveredAt) {
+		_, isHigh := run.sent[c.Message.DeliveryID]
+		if during(c.At) {
+			allOnStandby = append(allOnStandby, c.At)
+		}
+		if !isHigh {
+			t.perSecond["standby, LOW"].Add(c.At, 1)
+			if during(c.At) {
 				lowOnStandby = append(lowOnStandby, c.At)
 			}
 			continue
 		}
-		if c.At.After(outageAt) && (firstStandby < 0 || c.At.Sub(outageAt) < firstStandby) {
-			firstStandby = c.At.Sub(outageAt)
+		if c.At.After(run.outageAt) && (t.toStandby < 0 || c.At.Sub(run.outageAt) < t.toStandby) {
+			t.toStandby = c.At.Sub(run.outageAt)
 		}
-		if at := sent[id]; at.After(outageAt) && at.Before(recoveredAt) {
-			_ = hist.RecordValue(c.At.Sub(at).Microseconds())
+		t.perSecond["standby, HIGH"].Add(c.At, 1)
+		if c.At.After(last[c.Message.DeliveryID]) {
+			last[c.Message.DeliveryID] = c.At
 		}
 	}
-	slices.SortFunc(lowOnStandby, func(a, b time.Time) int { return a.Compare(b) })
-	busiest := 0
-	for i := range lowOnStandby {
-		j := i
-		for j < len(lowOnStandby) && lowOnStandby[j].Sub(lowOnStandby[i]) < time.Second {
-			j++
+	for id, at := range run.sent {
+		ph := "recovery"
+		switch {
+		case at.Before(run.outageAt):
+			ph = "healthy"
+		case during(at):
+			ph = "outage"
 		}
-		busiest = max(busiest, j-i)
+		_ = t.high[ph].RecordValue(last[id].Sub(at).Microseconds())
 	}
-	b.ReportMetric(firstStandby.Seconds()*1000, "ms-to-standby")
-	b.ReportMetric(float64(hist.ValueAtQuantile(50))/1000, "high-p50-ms")
-	b.ReportMetric(float64(hist.ValueAtQuantile(99))/1000, "high-p99-ms")
-	b.ReportMetric(float64(busiest), "standby-low-max/s")
-	b.ReportMetric(backAt.Sub(recoveredAt).Seconds(), "s-to-recover")
-	fmt.Printf("outage: first HIGH on the standby after %v; HIGH insert → call during the outage p50 %.1f ms p99 %.1f ms max %.1f ms (%d deliveries); "+
-		"LOW on the standby: busiest second %d calls (LOW share %d of %d/s); primary back at its weight %v after recovery\n",
-		firstStandby, float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000, float64(hist.Max())/1000,
-		hist.TotalCount(), busiest, benchStandbyLimit*6/10, benchStandbyLimit, backAt.Sub(recoveredAt))
+	t.busiestLow, t.busiestAll = busiestSecond(lowOnStandby), busiestSecond(allOnStandby)
+	return t
 }
+
+// reportOutage turns the providers' calls into the scenario's figures and chart.
+func reportOutage(b *testing.B, r *result.Result, run outageRun, primary, standby *dispatch.MemorySender) {
+	t := tallyOutage(run, primary, standby)
+	toStandby, toRecover, out := t.toStandby.Seconds()*1000, run.backAt.Sub(run.recoveredAt).Seconds(), t.high["outage"]
+	r.Add(result.Figure{Name: "outage start → first HIGH call on the standby", Value: toStandby, Unit: "ms", Better: "lower", Target: "≤ 2000"})
+	for _, ph := range outagePhases {
+		target := map[bool]string{true: "≤ 500"}[ph == "outage"]
+		r.Latencies(ph, "HIGH insert → provider call", t.high[ph], target)
+	}
+	r.Add(result.Figure{Name: "standby's busiest second of LOW calls, during the outage", Value: float64(t.busiestLow), Unit: "calls",
+		Better: "lower", Target: fmt.Sprintf("≤ %d (LOW's share of the standby's limit)", benchStandbyLimit*6/10)})
+	r.Add(result.Figure{Name: "standby's busiest second of all calls, during the outage", Value: float64(t.busiestAll), Unit: "calls",
+		Better: "lower", Target: fmt.Sprintf("≤ %d (its limit)", benchStandbyLimit)})
+	r.Add(result.Figure{Name: "recovery → primary back at its weight", Value: toRecover, Unit: "s", Better: "lower"})
+	ch := result.Chart{File: "calls-per-second", Kind: "line", XLabel: "seconds into the run", YLabel: "calls per second",
+		Title: fmt.Sprintf("provider calls per second; primary down from %.0f s to %.0f s", run.outageAt.Sub(run.start).Seconds(),
+			run.recoveredAt.Sub(run.start).Seconds())}
+	for _, n := range callSeries {
+		ch.Series = append(ch.Series, t.perSecond[n].Series(n, int(run.backAt.Sub(run.start)/time.Second)+2))
+	}
+	r.Chart(ch)
+	r.Note("HIGH latency runs from just before a delivery's insert (its own transaction; the relay publishes it from the WAL, " +
+		"as no accepting process publishes it here) to the start of its successful provider call; a phase holds the " +
+		"deliveries inserted in it (healthy: before the outage; recovery: from the recovery until the primary is back at its weight).")
+	b.ReportMetric(toStandby, "ms-to-standby")
+	b.ReportMetric(ms(out, 50), "high-p50-ms")
+	b.ReportMetric(ms(out, 99), "high-p99-ms")
+	b.ReportMetric(float64(t.busiestLow), "standby-low-max/s")
+	b.ReportMetric(toRecover, "s-to-recover")
+	b.Logf("outage: first HIGH on the standby after %v; HIGH insert → call during the outage p50 %.1f ms p99 %.1f ms max %.1f ms (%d deliveries); "+
+		"LOW on the standby: busiest second %d calls (LOW share %d of %d/s), all calls %d; primary back at its weight %v after recovery",
+		t.toStandby, ms(out, 50), ms(out, 99), float64(out.Max())/1000, out.TotalCount(), t.busiestLow, benchStandbyLimit*6/10,
+		benchStandbyLimit, t.busiestAll, run.backAt.Sub(run.recoveredAt))
+}
+
+// busiestSecond is the most of times that fall in any window of one second.
+func busiestSecond(times []time.Time) int {
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	most, lo := 0, 0
+	for hi := range times {
+		for times[hi].Sub(times[lo]) >= time.Second {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}
+
+func ms(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }

@@ -109,3 +109,34 @@ func TestControllerRedisDownCeilings(t *testing.T) {
 	nilController.ObserveHigh(time.Second)
 	require.Equal(t, 100, fixed.Limit())
 }
+
+// With a tolerance, on a machine where HIGH never gets under the absolute target, steady
+// background work is not held at its floor: once the calm latency is known, HIGH within twice it lets the limit
+// climb back to the ceiling; a surge past twice it shrinks the limit again.
+func TestSlowMachineKeepsBackgroundWork(t *testing.T) {
+	rdb, prefix := stacktest.Redis(t)
+	ctx := context.Background()
+	c, err := New(Config{Prefix: prefix, Interval: 50 * time.Millisecond, Targets: Targets{Tolerance: 2}}, rdb, zap.NewNop())
+	require.NoError(t, err)
+	clock := time.Now()
+	c.now = func() time.Time { return clock }
+	low := c.Limiter("dispatch.low", 10)
+	tick := func(high time.Duration) {
+		clock = clock.Add(250 * time.Millisecond)
+		c.ObserveHigh(high)
+		c.Tick(ctx)
+	}
+	for range 8 {
+		tick(30 * time.Millisecond)
+	}
+	require.Equal(t, 1, low.Limit(), "calm latency not yet known: 30 ms is past the 15 ms target")
+	for range int(calmWarm / (250 * time.Millisecond)) {
+		tick(30 * time.Millisecond)
+	}
+	for range 10 {
+		tick(45 * time.Millisecond)
+	}
+	require.Equal(t, 10, low.Limit(), "45 ms is within twice the calm 30 ms: the ceiling")
+	tick(70 * time.Millisecond)
+	require.Equal(t, 7, low.Limit(), "a surge past twice the calm latency")
+}

@@ -50,8 +50,10 @@ type Controller struct {
 	log      *zap.Logger
 
 	high     window
-	relayLag atomic.Int64 // the last relay lag observed, µs
-	relayAt  atomic.Int64 // when it was observed, unix ns; 0: never
+	calm     *calm            // HIGH's calm latency, from the board's signals; owned by Tick
+	now      func() time.Time // the clock of calm; time.Now
+	relayLag atomic.Int64     // the last relay lag observed, µs
+	relayAt  atomic.Int64     // when it was observed, unix ns; 0: never
 
 	mu       sync.Mutex
 	limiters []*Limiter
@@ -67,14 +69,14 @@ func New(cfg Config, rdb *redis.Client, log *zap.Logger) (*Controller, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	cfg.Prefix = cmp.Or(cfg.Prefix, "herald:")
 	cfg.Targets = cfg.Targets.withDefaults()
-	if cfg.Interval < 0 || cfg.Targets.HighLatency < 0 || cfg.Targets.RelayLag < 0 {
-		return nil, fmt.Errorf("adapt config: interval %v, targets %v / %v: must not be negative",
-			cfg.Interval, cfg.Targets.HighLatency, cfg.Targets.RelayLag)
+	if cfg.Interval < 0 || cfg.Targets.HighLatency < 0 || cfg.Targets.RelayLag < 0 || cfg.Targets.Tolerance < 0 {
+		return nil, fmt.Errorf("adapt config: interval %v, targets %v / %v, tolerance %v: must not be negative",
+			cfg.Interval, cfg.Targets.HighLatency, cfg.Targets.RelayLag, cfg.Targets.Tolerance)
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	c := &Controller{cfg: cfg, board: NewBoard(rdb, cfg.Prefix, freshIntervals*cfg.Interval),
-		reporter: hex.EncodeToString(b), log: log.With(zap.String("component", "adapt"))}
+		reporter: hex.EncodeToString(b), log: log.With(zap.String("component", "adapt")), calm: newCalm(), now: time.Now}
 	if err := c.observeMetrics(); err != nil {
 		return nil, err
 	}
@@ -127,7 +129,11 @@ func (c *Controller) Tick(ctx context.Context) {
 	}
 	v := Unknown
 	if err == nil {
-		v = c.cfg.Targets.Judge(s)
+		now := c.now()
+		if s.HighReports > 0 {
+			c.calm.add(s.HighLatency, now)
+		}
+		v = c.cfg.Targets.JudgeCalm(s, c.calm.latency(now))
 	}
 	c.health(ctx, err)
 	c.step(v)

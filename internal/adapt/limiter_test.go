@@ -97,3 +97,47 @@ func TestWindowQuantile(t *testing.T) {
 	_, ok = w.take()
 	require.False(t, ok, "take empties the window")
 }
+
+// HIGH's target rises with the machine's calm latency: past Tolerance × calm when that is
+// above the absolute target, past the absolute target otherwise.
+func TestTargetsJudgeCalm(t *testing.T) {
+	tg := Targets{HighLatency: 15 * time.Millisecond, Tolerance: 2}
+	high := func(d time.Duration) Signal { return Signal{HighReports: 1, HighLatency: d} }
+	const calm = 30 * time.Millisecond
+	require.Equal(t, Clear, tg.JudgeCalm(high(55*time.Millisecond), calm), "under 2 × calm")
+	require.Equal(t, Congested, tg.JudgeCalm(high(61*time.Millisecond), calm), "past 2 × calm")
+	require.Equal(t, Congested, tg.JudgeCalm(high(16*time.Millisecond), 5*time.Millisecond), "a fast machine: the absolute target")
+	require.Equal(t, Congested, tg.JudgeCalm(high(16*time.Millisecond), 0), "calm unknown: the absolute target")
+	require.Equal(t, Clear, Targets{Tolerance: 3}.JudgeCalm(high(85*time.Millisecond), calm))
+	require.Equal(t, Congested, Targets{}.JudgeCalm(high(55*time.Millisecond), calm), "by default the absolute target alone")
+	require.Equal(t, Congested, tg.JudgeCalm(Signal{HighReports: 1, HighLatency: 20 * time.Millisecond,
+		RelayReports: 1, RelayLag: time.Second}, calm), "the relay lag is judged on its own")
+}
+
+// The calm latency is the smallest signal of the last two minutes, once the window has held
+// values for calmWarm; old buckets drop out, and an empty window starts its warm-up again.
+func TestCalmLatency(t *testing.T) {
+	c := newCalm()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for s := time.Duration(0); s < 40*time.Second; s += 250 * time.Millisecond {
+		d := 40 * time.Millisecond
+		if s == 10*time.Second {
+			d = 22 * time.Millisecond
+		}
+		c.add(d, at(s))
+	}
+	fresh := newCalm()
+	fresh.add(5*time.Millisecond, t0)
+	require.Equal(t, time.Duration(0), fresh.latency(at(calmWarm-time.Second)), "warming up")
+	require.Equal(t, 5*time.Millisecond, fresh.latency(at(calmWarm)))
+	require.Equal(t, 22*time.Millisecond, c.latency(at(40*time.Second)), "the smallest")
+	for s := 40 * time.Second; s < 135*time.Second; s += 250 * time.Millisecond {
+		c.add(60*time.Millisecond, at(s))
+	}
+	require.Equal(t, 40*time.Millisecond, c.latency(at(135*time.Second)), "the 22 ms bucket has left the window")
+	require.Equal(t, 60*time.Millisecond, c.latency(at(165*time.Second)))
+	require.Equal(t, time.Duration(0), c.latency(at(10*time.Minute)), "nothing in the window")
+	c.add(10*time.Millisecond, at(10*time.Minute))
+	require.Equal(t, time.Duration(0), c.latency(at(10*time.Minute+time.Second)), "warming up again")
+}

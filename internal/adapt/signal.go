@@ -27,6 +27,10 @@ type Targets struct {
 	// RelayLag is the relay lag above which background work shrinks. Default
 	// DefaultRelayLag.
 	RelayLag time.Duration
+	// Tolerance, when above 0, is how many times HIGH's calm latency on this machine its
+	// latency may reach before background work shrinks, where that is more than HighLatency
+	// (JudgeCalm). 0 (DefaultTolerance): HighLatency alone.
+	Tolerance float64
 }
 
 // Defaults of Targets: HIGH's p99 target less a margin, and a relay lag at which a HIGH row
@@ -34,6 +38,10 @@ type Targets struct {
 const (
 	DefaultHighLatency = 15 * time.Millisecond
 	DefaultRelayLag    = 100 * time.Millisecond
+	// DefaultTolerance is off: HIGH's absolute target alone decides, which favours HIGH's
+	// latency over LOW's share where the machine cannot give HIGH that target
+	// (docs/dispatch.md "Adaptive limits" has the trade measured).
+	DefaultTolerance = 0.0
 )
 
 func (t Targets) withDefaults() Targets {
@@ -44,12 +52,19 @@ func (t Targets) withDefaults() Targets {
 
 // Judge says what s means for background work: Unknown without any report, Congested when a
 // report is past its target, Clear otherwise.
-func (t Targets) Judge(s Signal) Verdict {
+func (t Targets) Judge(s Signal) Verdict { return t.JudgeCalm(s, 0) }
+
+// JudgeCalm is Judge with HIGH's target raised to Tolerance × calm, HIGH's calm latency on
+// this machine (0: unknown), where that is larger: HIGH is congested when its latency is past
+// both its absolute target and Tolerance times the latency this machine gives it when
+// nothing surges. A Tolerance of 0 leaves the absolute target alone.
+func (t Targets) JudgeCalm(s Signal, calm time.Duration) Verdict {
 	t = t.withDefaults()
+	high := max(t.HighLatency, time.Duration(t.Tolerance*float64(calm)))
 	switch {
 	case s.HighReports == 0 && s.RelayReports == 0:
 		return Unknown
-	case s.HighReports > 0 && s.HighLatency > t.HighLatency, s.RelayReports > 0 && s.RelayLag > t.RelayLag:
+	case s.HighReports > 0 && s.HighLatency > high, s.RelayReports > 0 && s.RelayLag > t.RelayLag:
 		return Congested
 	}
 	return Clear

@@ -2,6 +2,10 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +35,10 @@ func BenchmarkRecordBatchEvents(b *testing.B) {
 			defer conn.Release()
 			_, err = conn.Exec(ctx, `SELECT set_config('herald.events', $1, false)`, mode)
 			require.NoError(b, err)
+			var pid int
+			require.NoError(b, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 			b.StopTimer()
+			var cpu time.Duration
 			for range b.N {
 				ids := deliverytest.Insert(b, pool, batch, deliverytest.Spec{ClientID: client, Status: herald.StatusSending, Attempts: 1})
 				rs := make([]delivery.Recording, batch)
@@ -39,12 +46,28 @@ func BenchmarkRecordBatchEvents(b *testing.B) {
 					rs[i] = delivery.Recording{ID: id, Attempt: 1, StartedAt: time.Now(),
 						Outcome: delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: "sms:bench", ProviderID: "m"}}
 				}
+				before := backendCPU(b, pid)
 				b.StartTimer()
 				got, err := delivery.RecordBatch(ctx, conn, rs)
 				b.StopTimer()
+				cpu += backendCPU(b, pid) - before
 				require.NoError(b, err)
 				require.Len(b, got, batch)
 			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "backend-µs/row")
 		})
 	}
+}
+
+// backendCPU is the user + system CPU time of PostgreSQL backend pid so far
+// (/proc/<pid>/stat, fields 14 and 15, in USER_HZ ticks of 10 ms).
+func backendCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(b, err)
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	ut, err := strconv.ParseInt(f[11], 10, 64)
+	require.NoError(b, err)
+	st, err := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(b, err)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

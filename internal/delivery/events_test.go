@@ -273,3 +273,55 @@ func TestEventsNameRemovedPushTokens(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Zero(t, got[0].Data.TokensRemoved)
 }
+
+// TestBatchWritesEachRowsEventsOnce records one batch of outcomes (RecordBatch, one
+// statement) with sends, failures and a retry mixed, as a busy lane's group commit does: every
+// row gets exactly its events, a failure's attempt_failed before its failed. An UPDATE that
+// leaves the status as it is then writes none, for one row or many.
+func TestBatchWritesEachRowsEventsOnce(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	client := deliverytest.Client(t, pool)
+	ids := deliverytest.Insert(t, pool, 9, deliverytest.Spec{ClientID: client, Status: herald.StatusSending, Attempts: 1})
+	want := map[string][]herald.EventType{}
+	rs := make([]delivery.Recording, len(ids))
+	for i, id := range ids {
+		o := delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: "sms:twilio", ProviderID: "SM" + id}
+		want[id] = []herald.EventType{herald.EventSent}
+		switch i % 3 {
+		case 1:
+			o = delivery.Outcome{Status: herald.StatusFailed, AttemptClass: "PERMANENT", Provider: "sms:twilio", ProviderCode: "21211"}
+			want[id] = []herald.EventType{herald.EventAttemptFailed, herald.EventFailed}
+		case 2:
+			o = delivery.Outcome{Status: herald.StatusPending, AttemptClass: "TRANSIENT", RetryIn: time.Minute, ProviderCode: "30001"}
+			want[id] = []herald.EventType{herald.EventAttemptFailed}
+		}
+		rs[i] = delivery.Recording{ID: id, Attempt: 1, StartedAt: time.Now(), Outcome: o}
+	}
+	got, err := delivery.RecordBatch(ctx, pool, rs)
+	require.NoError(t, err)
+	require.Len(t, got, len(ids))
+	check := func() {
+		for _, id := range ids {
+			evs := events(t, pool, id, 0)
+			types := make([]herald.EventType, len(evs))
+			for i, e := range evs {
+				types[i] = e.Type
+				require.Equal(t, client, e.ClientID)
+				require.Equal(t, id, e.Data.DeliveryID)
+			}
+			require.Equal(t, want[id], types, "delivery %s", id)
+			if types[0] == herald.EventSent {
+				require.Equal(t, "SM"+id, evs[0].Data.ProviderMessageID)
+				require.Equal(t, herald.StatusSent, evs[0].Data.Status)
+			}
+		}
+	}
+	check()
+	_, err = pool.Exec(ctx, `UPDATE delivery SET updated_at = now() WHERE id = ANY($1::uuid[])`, ids)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE delivery SET last_error = 'x' WHERE id = $1`, ids[0])
+	require.NoError(t, err)
+	check()
+}

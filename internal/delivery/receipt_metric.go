@@ -14,7 +14,8 @@ import (
 
 // Results of a receipt that never reaches ApplyReceipt, for CountReceipt.
 const (
-	// ReceiptRejected: a bad or missing signature (403); nothing changed.
+	// ReceiptRejected: a bad or missing signature (403), or a request over 1 MiB (413);
+	// nothing changed.
 	ReceiptRejected ReceiptOutcome = "rejected"
 	// ReceiptMalformed: signed, but not a receipt herald can read (no delivery id, a bad
 	// body); answered 200 so that the provider stops retrying, nothing changed.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/day"
 )
 
 // Recording is one claimed attempt's outcome, for RecordBatch.
@@ -32,21 +34,25 @@ type Recording struct {
 // the provider was called) keep the error.
 //
 // The statement reads delivery by d.id = ANY($1) and the notifications of a retry's campaign
-// check (backToPending) between the day before the lowest id's ($11) and the day of the
-// highest id's ($12) (a delivery is made with its notification, so its id is not earlier and
-// lies at most a midnight later; herald_day_bound and herald_uuid_day are partition.Day's
-// arithmetic in SQL). Run on a custom plan (RecordBatch), every one of these is a constant
-// when PostgreSQL plans the statement, which then holds the partitions of the ids' days only.
-var recordBatchSQL = `
+// check (backToPending) between lo and hi: from the day before the lowest id's ($12) to the
+// day of the highest id's ($13) (a delivery is made with its notification, so its id is not
+// earlier and lies at most a midnight later; herald_day_bound and herald_uuid_day are
+// partition.Day's arithmetic in SQL). Run on a custom plan (RecordBatch), every one of these
+// is a constant when PostgreSQL plans the statement, which then holds the partitions of the
+// ids' days only. Outcomes of ids of one day run that day's text instead (recordStatement):
+// within bounds d.id to the day with constants, lo and hi are constants too, so that its
+// generic plan holds the same partitions, and it is prepared and planned once per connection,
+// as the claim is (claimSQL).
+func recordSQL(within, lo, hi string) string {
+	return `
 WITH o AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::text[], $10::float8[], $13::int[])
+                         $7::text[], $8::text[], $9::text[], $10::float8[], $11::int[])
         AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs,
              tokens_removed)),
 d AS (
     UPDATE delivery AS d
-       SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPendingWithin("d",
-	`herald_day_bound(herald_uuid_day($11::text::uuid) - 1)`, `herald_day_bound(herald_uuid_day($12::text::uuid) + 1)`) + ` ELSE o.status END,
+       SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPendingWithin("d", lo, hi) + ` ELSE o.status END,
            sent_at = CASE WHEN o.status = 'SENT' THEN now() ELSE d.sent_at END,
            provider = CASE o.status WHEN 'SENT' THEN o.provider WHEN 'EXPIRED' THEN d.provider
                                     ELSE coalesce(o.provider, d.provider) END,
@@ -55,7 +61,7 @@ d AS (
            next_attempt_at = CASE WHEN o.status = 'PENDING' THEN now() + make_interval(secs => o.retry_secs)
                                   ELSE d.next_attempt_at END
       FROM o
-     WHERE d.id = ANY($1::text[]::uuid[]) AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
+     WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
     RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id)
 INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at,
                               tokens_removed)
@@ -63,11 +69,37 @@ SELECT d.id, d.attempts, d.redrive_id, o.started_at, o.outcome, o.error, o.provi
        CASE WHEN d.status = 'PENDING' THEN d.next_attempt_at END, o.tokens_removed
   FROM d JOIN o ON o.id::uuid = d.id
 RETURNING delivery_id::text`
+}
+
+// recordBatchSQL is the statement for outcomes of ids of any days, planned for its values.
+var recordBatchSQL = recordSQL("",
+	`herald_day_bound(herald_uuid_day($12::text::uuid) - 1)`, `herald_day_bound(herald_uuid_day($13::text::uuid) + 1)`)
+
+// recordByDay holds the outcome statements made for a day, by day.Day: one a day.
+var recordByDay sync.Map
+
+// recordStatement is the statement that records outcomes and its arguments, from args as
+// recordBatchArgs made them: a day's prepared statement when the lowest and the highest id
+// are of one day, else recordBatchSQL, unnamed.
+func recordStatement(args []any) (string, []any) {
+	of := day.OfID(uuid.MustParse(args[len(args)-2].(string)))
+	if day.OfID(uuid.MustParse(args[len(args)-1].(string))) != of {
+		return recordBatchSQL, args
+	}
+	args = append([]any{pgx.QueryExecModeCacheStatement}, args[1:len(args)-2]...)
+	if sql, ok := recordByDay.Load(of); ok {
+		return sql.(string), args
+	}
+	sql, _ := recordByDay.LoadOrStore(of, recordSQL(dayWithin("d", of),
+		fmt.Sprintf("'%s'::uuid", of.Add(-1).Lower()), fmt.Sprintf("'%s'::uuid", of.Add(1).Lower())))
+	return sql.(string), args
+}
 
 // RecordBatch writes the outcomes of rs (recordBatchSQL) and returns the ids whose outcome
 // was recorded; an id missing from the result was no longer its attempt's. Each id may
-// appear once. The statement goes unnamed (pgx.QueryExecModeExec), which PostgreSQL plans for
-// the values at hand on every call: a generic plan would hold every day's partitions.
+// appear once. Outcomes of one day's ids run that day's prepared statement (recordStatement);
+// others go unnamed (pgx.QueryExecModeExec), which PostgreSQL plans for the values at hand on
+// every call: a generic plan of recordBatchSQL would hold every day's partitions.
 func RecordBatch(ctx context.Context, db DB, rs []Recording) (map[string]struct{}, error) {
 	out := make(map[string]struct{}, len(rs))
 	if len(rs) == 0 {
@@ -78,25 +110,33 @@ func RecordBatch(ctx context.Context, db DB, rs []Recording) (map[string]struct{
 		return nil, err
 	}
 	n := len(rs)
-	rows, err := db.Query(ctx, recordBatchSQL, args...)
+	// Not QueryGeneric: plan_cache_mode set for the transaction would also force generic plans
+	// on what the statement sets off, the foreign-key check of its delivery_attempt rows and
+	// the event triggers' probes by primary key of delivery and notification, and those plans
+	// lock every partition of those tables (PostgreSQL locks a generic plan's partitions
+	// before pruning them). The day's statement is prepared, and PostgreSQL chooses its plan.
+	sql, args := recordStatement(args)
+	rows, err := db.Query(ctx, sql, args...)
+	if err == nil {
+		err = scanAll(rows, func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return fmt.Errorf("scan: %w", err)
+				}
+				out[id] = struct{}{}
+			}
+			return nil
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("record %d outcomes (first %s): %w", n, rs[0].ID, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("record %d outcomes: scan: %w", n, err)
-		}
-		out[id] = struct{}{}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("record %d outcomes (first %s): %w", n, rs[0].ID, err)
 	}
 	return out, nil
 }
 
-// recordBatchArgs are the arguments of recordBatchSQL for rs, the execution mode first.
+// recordBatchArgs are the arguments of recordBatchSQL for rs, the execution mode first and
+// the lowest and highest ids ($12, $13) last.
 func recordBatchArgs(rs []Recording) ([]any, error) {
 	n := len(rs)
 	ids, statuses, classes := make([]string, n), make([]string, n), make([]string, n)
@@ -133,5 +173,5 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 		retry[i], tokens[i] = o.RetryIn.Seconds(), int32(o.TokensRemoved)
 	}
 	return []any{pgx.QueryExecModeExec, ids, attempts, started, statuses, classes,
-		errs, providers, codes, providerIDs, retry, lo.String(), hi.String(), tokens}, nil
+		errs, providers, codes, providerIDs, retry, tokens, lo.String(), hi.String()}, nil
 }

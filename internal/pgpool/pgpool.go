@@ -5,6 +5,7 @@ package pgpool
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +44,16 @@ func ParseConfig(connString string) (*pgxpool.Config, error) {
 // (startup parameters; nil: none) and at most maxConns connections (0: pgxpool's default).
 // It does not dial; the first query does.
 func New(ctx context.Context, connString string, maxConns int32, settings ...map[string]string) (*pgxpool.Pool, error) {
+	cfg, err := NewConfig(connString, maxConns, settings...)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// NewConfig is the configuration New opens its pool with, for a caller that sets more of it
+// (MinConns) before opening the pool itself.
+func NewConfig(connString string, maxConns int32, settings ...map[string]string) (*pgxpool.Config, error) {
 	cfg, err := ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
@@ -55,5 +66,32 @@ func New(ctx context.Context, connString string, maxConns int32, settings ...map
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	return pgxpool.NewWithConfig(ctx, cfg)
+	return cfg, nil
+}
+
+// Warm opens n of pool's connections now, at once (pgxpool opens them on demand, and a
+// connection's start-up, TCP, authentication and the session settings, is tens of
+// milliseconds on a busy machine): each is held until every one is open, then released to
+// the pool, which keeps them idle. n is capped at the pool's MaxConns. The error is the
+// first connection's that failed; the others are opened all the same.
+func Warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	n = min(n, int(pool.Config().MaxConns))
+	conns := make([]*pgxpool.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { conns[i], errs[i] = pool.Acquire(ctx) })
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -64,3 +64,18 @@ func TestConnectionStringSettingWins(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "off", cfg.ConnConfig.RuntimeParams["jit"])
 }
+
+// Warm leaves the pool holding that many open connections, idle, and never more than its
+// MaxConns.
+func TestWarmOpensTheConnections(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgpool.New(ctx, stacktest.PostgresURL(t), 4)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Zero(t, pool.Stat().TotalConns(), "a new pool has dialled nothing")
+	require.NoError(t, pgpool.Warm(ctx, pool, 3))
+	require.EqualValues(t, 3, pool.Stat().TotalConns())
+	require.EqualValues(t, 3, pool.Stat().IdleConns(), "released to the pool")
+	require.NoError(t, pgpool.Warm(ctx, pool, 10))
+	require.EqualValues(t, 4, pool.Stat().TotalConns(), "at most MaxConns")
+}

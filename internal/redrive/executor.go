@@ -42,6 +42,7 @@ const (
 	DefaultLotSize      = 500
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultRate         = 5000
+	MaxLotSize          = 10_000 // the largest LotSize
 )
 
 // withDefaults returns c with every zero field set to its default.
@@ -53,8 +54,8 @@ func (c Config) withDefaults() Config {
 }
 
 func (c *Config) validate() error {
-	if c.LotSize < 1 || c.LotSize > 10_000 {
-		return fmt.Errorf("re-drive config: LotSize %d: must be 1-10000", c.LotSize)
+	if c.LotSize < 1 || c.LotSize > MaxLotSize {
+		return fmt.Errorf("re-drive config: LotSize %d: must be 1-%d", c.LotSize, MaxLotSize)
 	}
 	if c.PollInterval < 0 {
 		return fmt.Errorf("re-drive config: PollInterval %s: must not be negative", c.PollInterval)
@@ -104,18 +105,32 @@ func (x *Executor) pace() int {
 }
 
 // Run executes re-drives until ctx ends: lot after lot while there is work, each lot starting
-// no sooner than Rate allows, polling every PollInterval when there is none. A failed lot is
-// logged and tried again after a pause.
+// no sooner than the adaptive rate (at most Rate) allows, polling every PollInterval when
+// there is none. A failed lot is logged and tried again after a pause. The pause after a lot
+// follows the adaptive rate while it lasts: when the limit steps, the pause is worked out
+// again at the new rate (pace.Pacer.Rerate), so that the re-drive speeds up as soon as HIGH
+// is well and slows down as soon as it is not, rather than a lot's length later.
 func (x *Executor) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var p pace.Pacer
+	var changed <-chan struct{} // nil (never ready) when the rate is fixed
+	paced := false              // the timer is a pause after a lot (not a poll, not a retry)
+	if x.rate != nil {
+		changed = x.rate.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
+			if paced {
+				t.Reset(p.Rerate(time.Now(), x.pace()))
+			}
+			continue
 		case <-t.C:
 		}
+		paced = false
 		started := time.Now()
 		worked, armed, err := x.runLot(ctx)
 		switch {
@@ -126,6 +141,7 @@ func (x *Executor) Run(ctx context.Context) error {
 			t.Reset(x.cfg.PollInterval)
 		case worked:
 			t.Reset(p.Wait(started, time.Now(), armed, x.pace()))
+			paced = true
 		default:
 			t.Reset(x.cfg.PollInterval)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -51,6 +52,40 @@ func PlannedRelationsAfter(t testing.TB, db Beginner, setup []string, sql string
 		}
 	}
 	walk(doc[0]["Plan"].(map[string]any))
+	return out
+}
+
+// LockedRelationsAfter runs sql with args prepared (its cached statement: args may begin with
+// a pgx.QueryExecMode, which is replaced) in a transaction it rolls back, after setup (e.g.
+// "SET LOCAL plan_cache_mode = force_generic_plan"), and returns every relation the
+// transaction then holds a lock on. That is what a generic plan holds: PostgreSQL locks every
+// relation of a prepared statement's generic plan before it runs, partitions that run-time
+// pruning skips included, so a partition of another day here is one the plan kept. (EXPLAIN
+// cannot show it: it plans with the parameters' values as constants.)
+func LockedRelationsAfter(t testing.TB, db Beginner, setup []string, sql string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // a look at the locks: nothing to keep
+	for _, s := range setup {
+		_, err := tx.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	if len(args) > 0 {
+		if _, ok := args[0].(pgx.QueryExecMode); ok {
+			args = args[1:]
+		}
+	}
+	rows, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheStatement}, args...)...)
+	require.NoError(t, err)
+	rows.Close()
+	require.NoError(t, rows.Err())
+	rows, err = tx.Query(ctx, `SELECT relation::regclass::text FROM pg_locks
+		WHERE pid = pg_backend_pid() AND locktype = 'relation' AND relation IS NOT NULL`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	return out
 }
 
