@@ -67,7 +67,7 @@ func (l *lane) leaseClaimSend(ctx context.Context, ws []*work, end func(*work, r
 		seen[i] = delivery.Seen{ID: w.r.ID, Attempts: w.r.Attempts}
 		trace.SpanFromContext(w.ctx).AddEvent(eventClaimStarted)
 	}
-	claimed, err := delivery.ClaimBatch(ctx, l.d.pool, seen)
+	claimed, err := l.claim(ctx, l.d.pool, seen)
 	var sends sync.WaitGroup
 	for _, w := range leased {
 		if err != nil { // the leases go back first, then the next pass settles what happened
@@ -139,7 +139,7 @@ func (l *lane) release(w *work) {
 func (l *lane) attempt(ctx context.Context, w *work, cl delivery.Claimed, claimed, many bool) result {
 	defer l.release(w)
 	if !claimed && many {
-		c, err := delivery.ClaimBatch(ctx, l.d.pool, []delivery.Seen{{ID: w.r.ID, Attempts: w.r.Attempts}})
+		c, err := l.claim(ctx, l.d.pool, []delivery.Seen{{ID: w.r.ID, Attempts: w.r.Attempts}})
 		if err != nil {
 			w.err = err
 			return resFailed
@@ -155,4 +155,14 @@ func (l *lane) attempt(ctx context.Context, w *work, cl delivery.Claimed, claime
 		return resFailed
 	}
 	return resDone
+}
+
+// claim is the lane's claim of seen: prompt (its commit not waiting for its WAL flush) when
+// the lane's policy retries an ambiguous outcome, since a claim lost with a crash of the
+// database then costs what a crash during the provider call costs (delivery.ClaimBatchPrompt).
+func (l *lane) claim(ctx context.Context, db delivery.DB, seen []delivery.Seen) (map[string]delivery.Claimed, error) {
+	if *l.cfg.RetryAmbiguous {
+		return delivery.ClaimBatchPrompt(ctx, db, seen)
+	}
+	return delivery.ClaimBatch(ctx, db, seen)
 }

@@ -47,7 +47,11 @@ type Claimed struct {
 // on a custom plan (ClaimBatch), where the array is a constant when PostgreSQL plans it and
 // the partitions of the ids' days are the only ones held (a join on unnest alone prunes
 // nothing).
-func claimSQL(locked, within string) string {
+func claimSQL(locked, within string, prompt bool) string {
+	promptly := ""
+	if prompt {
+		promptly = promptCommit
+	}
 	return `
 WITH c AS (
     SELECT d.id, v.attempts
@@ -58,51 +62,72 @@ WITH c AS (
 UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
   FROM c
  WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = c.id AND d.status IN ('PENDING', 'QUEUED') AND d.attempts = c.attempts
-   AND d.next_attempt_at <= now() AND (d.expires_at IS NULL OR d.expires_at > now())
+   AND d.next_attempt_at <= now() AND (d.expires_at IS NULL OR d.expires_at > now())` + promptly + `
 RETURNING d.id::text, d.attempts, now()`
 }
+
+// promptCommit, added to a claim's WHERE, sets synchronous_commit = off for the statement's
+// own transaction (set_config local to it, evaluated once as an InitPlan): the claim commits
+// without waiting for its WAL flush, which under load is most of a commit's time (the
+// flush of every other session's WAL before it). Rows it claimed are visible to every other
+// session at once, as any commit's; only a crash of the database server in the next
+// fraction of a second (wal_writer_delay) can lose the claim, which then reads as an attempt
+// never started, and the delivery is sent again. That is what a crash during the provider
+// call does to a lane whose policy retries an ambiguous outcome (RetryAmbiguous, HIGH's by
+// default), so for such a lane the prompt claim promises no less (docs/dispatch.md, "The
+// claim's commit"). The outcome after the call commits durably, and its flush takes the
+// claim's WAL with it.
+const promptCommit = `
+   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
 
 const (
 	skipLocked = " SKIP LOCKED" // a batch of many
 	waitLocked = ""             // a batch of one
 )
 
-var (
-	claimBatchSQL = claimSQL(skipLocked, "") // a batch of many, ids of any days
-	claimOneSQL   = claimSQL(waitLocked, "") // a batch of one, on a custom plan
-)
+// claimUnbounded are the claims of ids of several days, by [prompt][one]: a batch of many
+// or of one, on a custom plan.
+var claimUnbounded = [2][2]string{
+	{claimSQL(skipLocked, "", false), claimSQL(waitLocked, "", false)},
+	{claimSQL(skipLocked, "", true), claimSQL(waitLocked, "", true)},
+}
 
 // claimStatement is the statement that claims seen and how it runs: bounded to the ids' day
 // and prepared (the pool's statement cache) when they are of one day, else unbounded and
 // unnamed. A day's statement text is made once.
-func claimStatement(seen []Seen) (string, pgx.QueryExecMode) {
+func claimStatement(seen []Seen, prompt bool) (string, pgx.QueryExecMode) {
 	locked := skipLocked
 	if len(seen) == 1 {
 		locked = waitLocked
 	}
 	of, ok := oneDay(seen)
-	if !ok && locked == waitLocked {
-		return claimOneSQL, pgx.QueryExecModeExec
-	}
 	if !ok {
-		return claimBatchSQL, pgx.QueryExecModeExec
+		return claimUnbounded[b2i(prompt)][b2i(len(seen) == 1)], pgx.QueryExecModeExec
 	}
-	key := claimKey{day: of, locked: locked}
+	key := claimKey{day: of, locked: locked, prompt: prompt}
 	if sql, ok := claimByDay.Load(key); ok {
 		return sql.(string), pgx.QueryExecModeCacheStatement
 	}
-	sql, _ := claimByDay.LoadOrStore(key, claimSQL(locked, dayWithin("d", of)))
+	sql, _ := claimByDay.LoadOrStore(key, claimSQL(locked, dayWithin("d", of), prompt))
 	return sql.(string), pgx.QueryExecModeCacheStatement
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // claimKey names one day's claim statement.
 type claimKey struct {
 	day    day.Day
 	locked string
+	prompt bool
 }
 
-// claimByDay holds the claim statements made for a day, by claimKey. A process makes two a
-// day: a few hundred bytes each.
+// claimByDay holds the claim statements made for a day, by claimKey. A process makes at most
+// four a day: a few hundred bytes each.
 var claimByDay sync.Map
 
 // oneDay is the UTC day of every id of seen; ok is false when they are of several days or an
@@ -136,6 +161,16 @@ func dayWithin(alias string, of day.Day) string {
 // (pgx.QueryExecModeExec), which PostgreSQL plans for the values at hand: a generic plan
 // cannot prune by id = ANY($1).
 func ClaimBatch(ctx context.Context, db DB, seen []Seen) (map[string]Claimed, error) {
+	return claimBatch(ctx, db, seen, false)
+}
+
+// ClaimBatchPrompt is ClaimBatch whose commit does not wait for its WAL flush
+// (promptCommit): for the lanes whose policy retries an ambiguous outcome.
+func ClaimBatchPrompt(ctx context.Context, db DB, seen []Seen) (map[string]Claimed, error) {
+	return claimBatch(ctx, db, seen, true)
+}
+
+func claimBatch(ctx context.Context, db DB, seen []Seen, prompt bool) (map[string]Claimed, error) {
 	out := make(map[string]Claimed, len(seen))
 	if len(seen) == 0 {
 		return out, nil
@@ -151,7 +186,7 @@ func ClaimBatch(ctx context.Context, db DB, seen []Seen) (map[string]Claimed, er
 		}
 		return nil
 	}
-	sql, mode := claimStatement(seen)
+	sql, mode := claimStatement(seen, prompt)
 	args := claimBatchArgs(seen)
 	args[0] = mode
 	if err := query(ctx, db, sql, args, scan); err != nil {

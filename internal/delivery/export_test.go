@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/internal/day"
 )
@@ -18,11 +19,11 @@ const DueSQLForTest = dueSQL
 
 // The batch statements and their arguments, for the tests that EXPLAIN them.
 var (
-	ClaimBatchSQLForTest   = claimBatchSQL
-	ClaimOneSQLForTest     = claimOneSQL
+	ClaimBatchSQLForTest   = claimUnbounded[0][0]
+	ClaimOneSQLForTest     = claimUnbounded[0][1]
 	RecordBatchSQLForTest  = recordBatchSQL
 	ClaimBatchArgsForTest  = claimBatchArgs
-	ClaimStatementForTest  = claimStatement
+	ClaimStatementForTest  = func(seen []Seen) (string, pgx.QueryExecMode) { return claimStatement(seen, false) }
 	RecordStatementForTest = recordStatement
 	RecordBatchArgsForTest = recordBatchArgs
 	ReapQueuedSQLForTest   = reapQueuedSQL
