@@ -53,6 +53,7 @@ type stack struct {
 	sender *dispatch.MemorySender
 	high   *highChild // the HIGH dispatch process (options.highProcess); nil: HIGH runs here
 	events string     // the status events' topic (docs/events.md)
+	slot   string     // the relay's replication slot
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -143,6 +144,7 @@ func startStack(b *testing.B, o options) *stack {
 	heraldtest.Must(b, err)
 	b.Cleanup(kcl.Close)
 	slot := stacktest.Name("bench")
+	s.slot = slot
 	// The adaptive limits, as herald serve runs them by default (--adaptive-limits).
 	ctl, err := adapt.New(adapt.Config{Prefix: prefix, Targets: adapt.Targets{Tolerance: adaptiveTolerance(b)}}, rdb, log)
 	heraldtest.Must(b, err)
@@ -216,6 +218,27 @@ func startStack(b *testing.B, o options) *stack {
 		return streaming
 	})
 	return s
+}
+
+// settle lets a scenario's setup finish before its clock starts: a CHECKPOINT writes the
+// pages the setup dirtied (bulk inserts, VACUUM ANALYZE), and the relay's walsender reads the
+// WAL up to that point, so that neither the flush of the setup's pages nor the decoding of
+// its rows falls in the measured phase. Without it, the first seconds of a phase measured the
+// setup: HIGH's accepts waited behind the setup's WAL writes (docs/benchmarks.md).
+func (s *stack) settle(b testing.TB) {
+	b.Helper()
+	ctx := context.Background()
+	_, err := s.pool.Exec(ctx, `CHECKPOINT`)
+	heraldtest.Must(b, err)
+	var lsn string
+	heraldtest.Must(b, s.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&lsn))
+	heraldtest.WaitFor(b, 2*time.Minute, "the relay's walsender past the setup's WAL", func() bool {
+		var past bool
+		heraldtest.Must(b, s.pool.QueryRow(ctx, `SELECT coalesce(bool_or(r.sent_lsn >= $2::pg_lsn), false)
+			FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
+			WHERE s.slot_name = $1`, s.slot, lsn).Scan(&past))
+		return past
+	})
 }
 
 // publishHigh says whether the in-process ingest publishes its HIGH deliveries right after
@@ -500,3 +523,4 @@ func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {
 	b.Cleanup(pool.Close)
 	return pool
 }
+

@@ -58,6 +58,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	s.addUsers(b, users)
+	s.settle(b)
 	loadBefore := result.LoadAverage()
 
 	hc := watchHigh(ctx, b, s)

@@ -58,6 +58,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 		r.Load += "; the load generator in the benchmark's process (BENCH_LOAD_PROCESS=false)"
 	}
 	s.addUsers(b, users)
+	s.settle(b)
 	loadBefore := result.LoadAverage()
 
 	var mu sync.Mutex
