@@ -523,4 +523,3 @@ func newPool(b *testing.B, url string, conns int32) *pgxpool.Pool {
 	b.Cleanup(pool.Close)
 	return pool
 }
-

@@ -232,15 +232,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		}
 		stages := st.breakdown(ph.from, ph.to)
 		stages.report(r, ph.name)
-		for i, name := range stageNames {
-			b.Logf("%s: stage %-38s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
-		}
-		for i, name := range acceptStepNames {
-			b.Logf("%s: accept step %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.steps[i], 50), ms(stages.steps[i], 99))
-		}
-		for i, name := range claimStepNames {
-			b.Logf("%s: claim step %-48s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.claim[i], 50), ms(stages.claim[i], 99))
-		}
+		stages.log(b, ph.name)
 	}
 	heraldtest.Must(b, r.Write())
 }

@@ -404,12 +404,7 @@ func BenchmarkScenarioSeedLoad(b *testing.B) {
 	}{{"run", start, finished}, {"burst", burstAt, burstAt.Add(burst)}} {
 		stages := st.breakdown(ph.from, ph.to)
 		stages.report(r, ph.name)
-		for i, name := range stageNames {
-			b.Logf("%s: stage %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.h[i], 50), ms(stages.h[i], 99))
-		}
-		for i, name := range acceptStepNames {
-			b.Logf("%s: accept step %-40s p50 %7.2f ms  p99 %7.2f ms", ph.name, name, ms(stages.steps[i], 50), ms(stages.steps[i], 99))
-		}
+		stages.log(b, ph.name)
 	}
 	r.Note("A POST counts as refused when it is answered with a status other than 202 (\"http <status>\"), or not "+
 		"answered within %s (\"timeout\"), or fails otherwise (\"error\"). The generator sends from a bounded pool "+

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -225,6 +226,20 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		}
 	}
 	return out
+}
+
+// log prints the stages' p50 and p99, the accept's steps and the claim's steps of the phase.
+func (s stages) log(b testing.TB, phase string) {
+	b.Helper()
+	for i, name := range stageNames {
+		b.Logf("%s: stage %-40s p50 %7.2f ms  p99 %7.2f ms", phase, name, ms(s.h[i], 50), ms(s.h[i], 99))
+	}
+	for i, name := range acceptStepNames {
+		b.Logf("%s: accept step %-40s p50 %7.2f ms  p99 %7.2f ms", phase, name, ms(s.steps[i], 50), ms(s.steps[i], 99))
+	}
+	for i, name := range claimStepNames {
+		b.Logf("%s: claim step %-48s p50 %7.2f ms  p99 %7.2f ms", phase, name, ms(s.claim[i], 50), ms(s.claim[i], 99))
+	}
 }
 
 // report adds the stages' figures (group "HIGH stages, <phase>") and their CDF chart to r.
