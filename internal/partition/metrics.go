@@ -55,8 +55,15 @@ func (m *metrics) record(r Result) {
 	}
 }
 
-// isLockTimeout reports a lock_timeout cancellation (SQLSTATE 55P03, lock_not_available).
+// isLockTimeout reports a lock_timeout cancellation (SQLSTATE 55P03, lock_not_available) or
+// a deadlock (40P01, deadlock_detected): either way the job's transaction did not get its
+// locks and was rolled back whole. The drop detaches four tables' partitions, taking each
+// parent's lock in turn; a transaction of the running system may hold one of them and wait
+// for another (an outcome holds delivery and its status trigger reads notification, an
+// accept holds notification and inserts into delivery), and PostgreSQL then ends one of the
+// two. No order of the drop's locks avoids that, since the system's own transactions take
+// them in both orders.
 func isLockTimeout(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }

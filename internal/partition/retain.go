@@ -20,8 +20,8 @@ const (
 	// ReasonReferenced: deliveries of another day (made a moment after midnight) of the
 	// day's notifications are not final; dropping the notifications would orphan them.
 	ReasonReferenced = "referenced"
-	// ReasonLocked: the table locks were not granted within LockTimeout; the next pass tries
-	// again.
+	// ReasonLocked: the table locks were not granted within LockTimeout, or the drop ended
+	// in a deadlock with a transaction of the running system; the next pass tries again.
 	ReasonLocked = "locked"
 )
 
