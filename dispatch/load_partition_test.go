@@ -76,9 +76,7 @@ func TestReadOfOneDayIsPlannedOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, rows, id)
 	}
-	var generic, custom int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-		FROM pg_prepared_statements WHERE statement = $1`, loadStatement(partition.DayOfID(uuid.MustParse(ids[0])))).Scan(&generic, &custom))
+	generic, custom := deliverytest.PreparedPlans(t, pool, `statement = $1`, loadStatement(partition.DayOfID(uuid.MustParse(ids[0]))))
 	require.Equal(t, reads, generic+custom, "every read ran the day's prepared statement")
 	require.Equal(t, reads, generic, "every read ran on the generic plan")
 }

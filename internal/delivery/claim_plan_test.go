@@ -35,10 +35,7 @@ func TestClaimOfOneDayIsPlannedOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, claimed, id)
 	}
-	var generic, custom int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-		FROM pg_prepared_statements WHERE statement LIKE '%SET status = ''SENDING''%'
-		  AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom))
+	generic, custom := deliverytest.PreparedPlans(t, conn, `statement LIKE '%SET status = ''SENDING''%'`)
 	require.Equal(t, claims, generic+custom, "every claim ran the day's prepared statement")
 	require.Equal(t, claims, generic, "every claim ran on the generic plan")
 
@@ -84,10 +81,7 @@ func TestOutcomeOfOneDayIsPlannedOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, recorded, id)
 	}
-	var generic, custom int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-		FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO delivery_attempt%'
-		  AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom))
+	generic, custom := deliverytest.PreparedPlans(t, conn, `statement LIKE '%INSERT INTO delivery_attempt%'`)
 	require.Equal(t, outcomes, generic+custom, "every outcome ran the day's prepared statement")
 
 	client := deliverytest.Client(t, pool)

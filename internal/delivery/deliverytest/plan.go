@@ -167,3 +167,13 @@ func ScanReads(t testing.TB, db Beginner, sql string, args ...any) map[string]fl
 	walk(doc[0]["Plan"].(map[string]any))
 	return out
 }
+
+// PreparedPlans sums, over the prepared statements of db's session that match where (a
+// condition on pg_prepared_statements.statement, with args), how many times each ran on its
+// generic plan and on a custom one.
+func PreparedPlans(t testing.TB, db delivery.DB, where string, args ...any) (generic, custom int) {
+	t.Helper()
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements WHERE `+where+` AND statement NOT LIKE '%pg_prepared_statements%'`, args...).Scan(&generic, &custom))
+	return generic, custom
+}
