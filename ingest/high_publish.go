@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,6 +62,32 @@ const (
 	highPublishOK     = "ok"
 	highPublishFailed = "failed"
 )
+
+// promptAccept says whether the accept of in commits without waiting for its WAL flush when
+// it is due at once (delivery.InsertPrompt), publishes it (publishHigh), and only then waits
+// for the flush (awaitDurable) before it answers: a HIGH request, in a process that publishes
+// HIGH itself. The flush, most of a commit's time when other sessions write much WAL (a
+// campaign's lots, a burst of POSTs), then runs beside the record's way to the provider
+// instead of before it. Until the flush, only a crash of the database server can lose the
+// notification, and its request then gets no 202: the client's retry accepts it again, and
+// the provider may have been called for the lost one too. That is the duplicate that
+// HIGH's lanes accept already, a crash during a provider call being retried (RetryAmbiguous),
+// and never a loss.
+func (a *API) promptAccept(in *notificationInput) bool {
+	return a.high != nil && in.Priority == herald.PriorityHigh
+}
+
+// awaitDurable returns once the prompt commit of notification id is durable
+// (delivery.AwaitDurable), in a span of its own beside the accept.
+func (a *API) awaitDurable(ctx context.Context, id string) error {
+	ctx, span := a.tracer.Start(ctx, "ingest.durable", trace.WithAttributes(attribute.String("herald.notification_id", id)))
+	defer span.End()
+	if err := delivery.AwaitDurable(ctx, a.poolFor(herald.PriorityHigh)); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return fmt.Errorf("notification %s: %w", id, err)
+	}
+	return nil
+}
 
 // publishHigh hands the HIGH deliveries of n, committed a moment ago, to Kafka, without
 // waiting for the acknowledgement: the 202 answer does not wait for Kafka. A delivery due

@@ -4,15 +4,23 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/apikey"
+	"github.com/heraldhq/herald/internal/openapitest"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -84,3 +92,116 @@ func readTopic(ctx context.Context, t *testing.T, topic string) []*kgo.Record {
 	}
 	return out
 }
+
+// TestHighIsPublishedBeforeItsFlushAndAnsweredAfter: in a process that publishes HIGH, a
+// HIGH accept due at once commits without waiting for its WAL flush, hands its record to
+// Kafka, and only then waits for the flush (the logical message of delivery.AwaitDurable),
+// before the 202; a replay of it waits for the flush too. A NORMAL accept, and a HIGH one due
+// later, commit durably and wait for nothing else. Seen in the order of the API's statements
+// (a pgx tracer on its pool) and of the records the producer buffered (a kgo hook).
+func TestHighIsPublishedBeforeItsFlushAndAnsweredAfter(t *testing.T) {
+	t.Parallel()
+	topic := stacktest.KafkaTopics(t, map[string]int32{"high": 1})["high"]
+	var steps stepLog
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(t)...), kgo.ProducerLinger(0), kgo.WithHooks(&steps))
+	require.NoError(t, err)
+	t.Cleanup(kcl.Close)
+	cfg, err := pgxpool.ParseConfig(stacktest.PostgresURL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = &steps
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	api, err := New(Config{}, pool, zaptest.NewLogger(t), PublishHigh(kcl, topic))
+	require.NoError(t, err)
+	srv := httptest.NewServer(openapitest.Handler(t, api.Handler()))
+	t.Cleanup(srv.Close)
+	c, err := apikey.CreateAPIClient(context.Background(), pool, "test", apikey.AllScopes())
+	require.NoError(t, err)
+	e := &env{t: t, api: api, pool: pool, srv: srv, clientID: c.ID, key: c.Key}
+	e.template("otp", "auth", "SMS")
+
+	post := func(key string, prio herald.Priority, extra string) []string {
+		steps.reset()
+		res := e.do(http.MethodPost, "/api/notifications",
+			fmt.Sprintf(`{"userId":1,"template":"otp","priority":%q,"channels":["SMS"],"to":{"phone":"+15550000001"}%s}`, prio, extra),
+			map[string]string{"Idempotency-Key": key})
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		return steps.taken()
+	}
+	require.Equal(t, []string{"read", "insert without waiting for its flush", "record buffered", "wait for the flush"},
+		post("high", herald.PriorityHigh, ""))
+	require.Equal(t, []string{"read", "wait for the flush"}, post("high", herald.PriorityHigh, ""),
+		"a replay answers once what it replays is durable")
+	require.Equal(t, []string{"read", "insert"}, post("normal", herald.PriorityNormal, ""))
+	require.Equal(t, []string{"read", "insert"}, post("later", herald.PriorityHigh, `,"sendAt":"2099-01-01T00:00:00Z"`),
+		"a HIGH due later is not published, and its insert is durable")
+}
+
+// stepLog records, in order, the statements of a traced pool (pgx.QueryTracer and
+// pgx.BatchTracer, named by step) and the records a producer buffered (a kgo hook).
+type stepLog struct {
+	mu    sync.Mutex
+	steps []string
+}
+
+func (l *stepLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.steps = append(l.steps, s)
+}
+
+func (l *stepLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.steps = nil
+}
+
+func (l *stepLog) taken() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.steps)
+}
+
+// step names a statement of the accept by its SQL; "" for one that is not the accept's
+// (the API's key lookup).
+func step(sql string) string {
+	switch {
+	case strings.Contains(sql, "pg_logical_emit_message"):
+		return "wait for the flush"
+	case strings.Contains(sql, "INSERT INTO notification") && strings.Contains(sql, "'synchronous_commit', 'off'"):
+		return "insert without waiting for its flush"
+	case strings.Contains(sql, "INSERT INTO notification"):
+		return "insert"
+	case strings.Contains(sql, "LEFT JOIN idempotency_key"):
+		return "read"
+	}
+	return ""
+}
+
+type stepSQL struct{}
+
+func (l *stepLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, stepSQL{}, d.SQL)
+}
+
+func (l *stepLog) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if s := step(ctx.Value(stepSQL{}).(string)); s != "" && d.Err == nil {
+		l.add(s)
+	}
+}
+
+func (l *stepLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (l *stepLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if s := step(d.SQL); s != "" && d.Err == nil {
+		l.add(s)
+	}
+}
+
+func (l *stepLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
+func (l *stepLog) OnProduceRecordBuffered(*kgo.Record) { l.add("record buffered") }

@@ -55,6 +55,12 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	if res.inserted != nil { // committed by this request: HIGH goes to Kafka at once
 		a.publishHigh(ctx, *res.inserted)
 	}
+	if res.awaitDurable {
+		if err := a.awaitDurable(ctx, res.id); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Location", "/api/notifications/"+res.id)
 	if res.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -69,6 +75,10 @@ type accepted struct {
 	replayed bool
 	// inserted is what this request's accept wrote and committed; nil for a replay.
 	inserted *delivery.Notification
+	// awaitDurable: the answer must wait for the WAL flush (awaitDurable) of a commit that
+	// did not wait for it, this request's prompt insert or the one of the notification it
+	// replays.
+	awaitDurable bool
 }
 
 // answer encodes resp as the 202 body.
@@ -115,8 +125,11 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		return accepted{}, err
 	}
 	span.AddEvent("accept context read")
+	prompt := a.promptAccept(in)
 	if ac.existingHash != nil {
-		return replayAnswer(hash, ac.existingHash, ac.existingResponse)
+		res, err := replayAnswer(hash, ac.existingHash, ac.existingResponse)
+		res.awaitDurable = prompt
+		return res, err
 	}
 	if ac.templateCategory == nil {
 		return accepted{}, newAPIError(http.StatusUnprocessableEntity, codeUnknownTemplate,
@@ -158,7 +171,11 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		return accepted{}, err
 	}
 	span.AddEvent("insert started")
-	inserted, err := timed(&a.admit.insert, func() (bool, error) { return delivery.Insert(ctx, db, note) })
+	insert := delivery.Insert
+	if prompt && note.NextAttemptAt == nil { // due at once: publishHigh sends it before its flush
+		insert = delivery.InsertPrompt
+	}
+	inserted, err := timed(&a.admit.insert, func() (bool, error) { return insert(ctx, db, note) })
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
@@ -170,10 +187,13 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		if err := db.QueryRow(ctx, selectByIdempotencyKey, clientID, key).Scan(&storedHash, &storedResp); err != nil {
 			return accepted{}, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
 		}
-		return replayAnswer(hash, storedHash, storedResp)
+		res, err := replayAnswer(hash, storedHash, storedResp)
+		res.awaitDurable = prompt
+		return res, err
 	}
 	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(d.Deliver)))
 	res.inserted = &note
+	res.awaitDurable = prompt && note.NextAttemptAt == nil
 	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
 		zap.Int("deliveries", len(d.Deliver)), zap.Int("suppressed", len(d.Suppressed)), zap.Bool("deferred", d.Next != nil))
 	return res, nil

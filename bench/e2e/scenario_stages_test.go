@@ -65,7 +65,9 @@ func (st *stageTracer) Description() string { return "bench traces only" }
 // The HIGH stages, each between two span boundaries of one delivery's trace:
 //
 //	accept            ingest.accept starts (the request is decoded and admitted)
-//	accept commit     ingest.accept ends (its one INSERT statement has committed)
+//	accept commit     ingest.accept ends (its one INSERT statement has committed: for a HIGH
+//	                  that the accepting process publishes, visible and not yet flushed; the
+//	                  span ingest.durable waits for the flush beside the stages that follow)
 //	published         the publish span of the record the worker took starts: ingest publish
 //	                  (the accepting process, right after the commit) or cdc publish (the
 //	                  relay decoded the row from the WAL, or the sweeper found it)

@@ -78,7 +78,11 @@ RETURNING d.id::text, d.attempts, now()`
 // claim's commit"). The outcome after the call commits durably, and its flush takes the
 // claim's WAL with it.
 const promptCommit = `
-   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
+   AND ` + promptCondition
+
+// promptCondition is true, and sets synchronous_commit = off for the transaction of the
+// statement whose WHERE it is in (promptCommit, insertPromptSQL).
+const promptCondition = `(SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
 
 const (
 	skipLocked = " SKIP LOCKED" // a batch of many

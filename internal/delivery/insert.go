@@ -80,7 +80,12 @@ SELECT count(*) FROM n`
 // It lets a caller send several inserts in one round trip (deliverytest's fixtures do); Insert
 // runs one on its own, and is what ingest's accept calls.
 func QueueInsert(b *pgx.Batch, n Notification, inserted *bool) {
-	b.Queue(insertSQL, insertArgs(n)...).QueryRow(func(row pgx.Row) error {
+	queueInsert(b, insertSQL, n, inserted)
+}
+
+// queueInsert queues sql, insertSQL or insertPromptSQL, for n on b.
+func queueInsert(b *pgx.Batch, sql string, n Notification, inserted *bool) {
+	b.Queue(sql, insertArgs(n)...).QueryRow(func(row pgx.Row) error {
 		var count int
 		if err := row.Scan(&count); err != nil {
 			return fmt.Errorf("insert notification %s: %w", n.ID, err)
@@ -107,6 +112,45 @@ func insertArgs(n Notification) []any {
 	return []any{pgtype.UUID{Bytes: n.ID, Valid: true}, n.ClientID, n.IdempotencyKey, n.RequestHash, n.UserID, n.Template,
 		n.Category, payload, recipient, string(n.Priority), nullable(n.Traceparent), n.SendAt,
 		n.ExpiresAt, n.Response, ids, channels, n.NextAttemptAt}
+}
+
+// insertPromptSQL is insertSQL committing without waiting for its WAL flush (promptCondition,
+// as the prompt claim does): once the statement has returned, its rows are visible to every
+// session, dispatch's claim included, but they are durable only once the WAL has been
+// flushed past its commit record, which AwaitDurable waits for.
+const insertPromptSQL = insertSQL + `
+ WHERE ` + promptCondition
+
+// awaitDurableSQL is a transaction of its own that writes one record to the WAL, a
+// logical-decoding message with no table behind it, so that its commit (at the session's
+// synchronous_commit, on unless an operator says otherwise) waits until the WAL is flushed
+// past its own commit record, and with it past every commit record before it. The relay's
+// pgoutput stream does not ask for messages (cdc/stream.go), so the walsender skips the
+// message and its transaction, which has no change of a published table.
+const awaitDurableSQL = `SELECT pg_logical_emit_message(true, 'herald.durable', '')`
+
+// InsertPrompt is Insert committing without waiting for the WAL flush of its commit: the
+// notification is visible, to dispatch's claim too, as soon as InsertPrompt returns, and
+// durable only once AwaitDurable has returned. A crash of the database server between the
+// two loses it; until AwaitDurable has returned, nothing may tell the caller that it was
+// accepted (ingest's HIGH accept, docs/architecture.md, "HIGH does not wait for the WAL").
+func InsertPrompt(ctx context.Context, db DB, n Notification) (bool, error) {
+	b := &pgx.Batch{}
+	var inserted bool
+	queueInsert(b, insertPromptSQL, n, &inserted)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return false, err
+	}
+	return inserted, nil
+}
+
+// AwaitDurable returns once every transaction that committed before the call, in any
+// session, is durable: the WAL is flushed past its commit record (awaitDurableSQL).
+func AwaitDurable(ctx context.Context, db DB) error {
+	if _, err := db.Exec(ctx, awaitDurableSQL); err != nil {
+		return fmt.Errorf("wait for the WAL flush: %w", err)
+	}
+	return nil
 }
 
 // Insert writes n and its deliveries (insertSQL). It returns false when the Idempotency-Key
