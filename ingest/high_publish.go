@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -63,22 +64,48 @@ const (
 	highPublishFailed = "failed"
 )
 
-// promptAccept says whether the accept of in commits without waiting for its WAL flush when
-// it is due at once (delivery.InsertPrompt), publishes it (publishHigh), and only then waits
-// for the flush (awaitDurable) before it answers: a HIGH request, in a process that publishes
-// HIGH itself. The flush, most of a commit's time when other sessions write much WAL (a
-// campaign's lots, a burst of POSTs), then runs beside the record's way to the provider
-// instead of before it. Until the flush, only a crash of the database server can lose the
-// notification, and its request then gets no 202: the client's retry accepts it again, and
-// the provider may have been called for the lost one too. That is the duplicate that
-// HIGH's lanes accept already, a crash during a provider call being retried (RetryAmbiguous),
-// and never a loss.
+// promptAccept says whether the accept of in, when it is due at once, commits without
+// waiting for its WAL flush, publishes, and only then waits for the flush before it answers
+// (insertPrompt): a HIGH request, in a process that publishes HIGH itself. The flush, most of
+// a commit's time when other sessions write much WAL (a campaign's lots, a burst of POSTs),
+// then runs beside the record's way to the provider instead of before it. Until the flush,
+// only a crash of the database server can lose the notification, and its request then gets no
+// 202: the client's retry accepts it again, and the provider may have been called for the
+// lost one too. That is the duplicate that HIGH's lanes accept already, a crash during a
+// provider call being retried (RetryAmbiguous), and never a loss.
 func (a *API) promptAccept(in *notificationInput) bool {
 	return a.high != nil && in.Priority == herald.PriorityHigh
 }
 
-// awaitDurable returns once the prompt commit of notification id is durable
-// (delivery.AwaitDurable), in a span of its own beside the accept.
+// insertPrompt writes note with delivery.InsertPromptDurable on a connection of db: once the
+// rows are visible it ends the accept's span (accept, whose context is ctx: the accept is
+// done), publishes note (publishHigh), and waits for the flush in a span of its own,
+// ingest.durable, beside the accept in the request's trace (request).
+func (a *API) insertPrompt(request, ctx context.Context, accept trace.Span, db *pgxpool.Pool, note delivery.Notification) (bool, error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Release()
+	var durable trace.Span
+	inserted, err := delivery.InsertPromptDurable(ctx, conn.Conn(), note, func() {
+		accept.AddEvent("visible")
+		accept.End()
+		a.publishHigh(request, note)
+		_, durable = a.tracer.Start(request, "ingest.durable",
+			trace.WithAttributes(attribute.String("herald.notification_id", note.ID.String())))
+	})
+	if durable != nil {
+		if err != nil {
+			durable.SetStatus(codes.Error, err.Error())
+		}
+		durable.End()
+	}
+	return inserted, err
+}
+
+// awaitDurable returns once the notification id a replay answers for is durable
+// (delivery.AwaitDurable), in a span of its own.
 func (a *API) awaitDurable(ctx context.Context, id string) error {
 	ctx, span := a.tracer.Start(ctx, "ingest.durable", trace.WithAttributes(attribute.String("herald.notification_id", id)))
 	defer span.End()
@@ -89,7 +116,7 @@ func (a *API) awaitDurable(ctx context.Context, id string) error {
 	return nil
 }
 
-// publishHigh hands the HIGH deliveries of n, committed a moment ago, to Kafka, without
+// publishHigh hands the HIGH deliveries of n, visible a moment ago, to Kafka, without
 // waiting for the acknowledgement: the 202 answer does not wait for Kafka. A delivery due
 // later (sendAt; HIGH has no quiet hours) is left to the sweeper, as the relay leaves it.
 // Each record gets a producer span in the request's trace; its traceparent header is that

@@ -94,11 +94,12 @@ func readTopic(ctx context.Context, t *testing.T, topic string) []*kgo.Record {
 }
 
 // TestHighIsPublishedBeforeItsFlushAndAnsweredAfter: in a process that publishes HIGH, a
-// HIGH accept due at once commits without waiting for its WAL flush, hands its record to
-// Kafka, and only then waits for the flush (the logical message of delivery.AwaitDurable),
-// before the 202; a replay of it waits for the flush too. A NORMAL accept, and a HIGH one due
-// later, commit durably and wait for nothing else. Seen in the order of the API's statements
-// (a pgx tracer on its pool) and of the records the producer buffered (a kgo hook).
+// HIGH accept due at once writes with delivery.InsertPromptDurable (the prompt insert and the
+// wait for its flush in one pipeline: its Prepare is what a tracer sees of it) and hands its
+// record to Kafka before the pipeline returns and the 202 goes out; a replay of it waits for
+// the flush (delivery.AwaitDurable). A NORMAL accept, and a HIGH one due later, insert
+// durably and wait for nothing else. Seen in the order of the API's statements (a pgx tracer
+// on its pool) and of the records the producer buffered (a kgo hook).
 func TestHighIsPublishedBeforeItsFlushAndAnsweredAfter(t *testing.T) {
 	t.Parallel()
 	topic := stacktest.KafkaTopics(t, map[string]int32{"high": 1})["high"]
@@ -129,7 +130,7 @@ func TestHighIsPublishedBeforeItsFlushAndAnsweredAfter(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 		return steps.taken()
 	}
-	require.Equal(t, []string{"read", "insert without waiting for its flush", "record buffered", "wait for the flush"},
+	require.Equal(t, []string{"read", "insert without waiting for its flush", "record buffered"},
 		post("high", herald.PriorityHigh, ""))
 	require.Equal(t, []string{"read", "wait for the flush"}, post("high", herald.PriorityHigh, ""),
 		"a replay answers once what it replays is durable")
@@ -138,8 +139,9 @@ func TestHighIsPublishedBeforeItsFlushAndAnsweredAfter(t *testing.T) {
 		"a HIGH due later is not published, and its insert is durable")
 }
 
-// stepLog records, in order, the statements of a traced pool (pgx.QueryTracer and
-// pgx.BatchTracer, named by step) and the records a producer buffered (a kgo hook).
+// stepLog records, in order, the statements of a traced pool (pgx.QueryTracer,
+// pgx.BatchTracer and pgx.PrepareTracer, named by step) and the records a producer buffered
+// (a kgo hook).
 type stepLog struct {
 	mu    sync.Mutex
 	steps []string
@@ -190,6 +192,17 @@ func (l *stepLog) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQue
 		l.add(s)
 	}
 }
+
+// TracePrepareStart records the prompt insert, which InsertPromptDurable prepares (a no-op
+// once the connection has it) right before its pipeline.
+func (l *stepLog) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
+	if s := step(d.SQL); s == "insert without waiting for its flush" {
+		l.add(s)
+	}
+	return ctx
+}
+
+func (l *stepLog) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 func (l *stepLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx

@@ -52,9 +52,6 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if res.inserted != nil { // committed by this request: HIGH goes to Kafka at once
-		a.publishHigh(ctx, *res.inserted)
-	}
 	if res.awaitDurable {
 		if err := a.awaitDurable(ctx, res.id); err != nil {
 			a.fail(w, r, err)
@@ -73,11 +70,8 @@ type accepted struct {
 	id       string
 	body     []byte
 	replayed bool
-	// inserted is what this request's accept wrote and committed; nil for a replay.
-	inserted *delivery.Notification
 	// awaitDurable: the answer must wait for the WAL flush (awaitDurable) of a commit that
-	// did not wait for it, this request's prompt insert or the one of the notification it
-	// replays.
+	// may not have waited for it: the one of the HIGH notification this request replays.
 	awaitDurable bool
 }
 
@@ -103,6 +97,7 @@ func replayAnswer(hash, storedHash, storedResp []byte) (accepted, error) {
 // answer for the same Idempotency-Key. The template is rendered before the write, outside
 // any transaction (accept_tx.go).
 func (a *API) accept(ctx context.Context, clientID, key string, in *notificationInput, traceparent string) (_ accepted, err error) {
+	request := ctx
 	ctx, span := a.tracer.Start(ctx, "ingest.accept")
 	defer func() {
 		// A rejected request (an *apiError) is the client's error, not the span's.
@@ -170,12 +165,14 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err := a.admit.inTime(ctx, a.admit.insert.bound()); err != nil {
 		return accepted{}, err
 	}
+	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(d.Deliver)))
 	span.AddEvent("insert started")
-	insert := delivery.Insert
-	if prompt && note.NextAttemptAt == nil { // due at once: publishHigh sends it before its flush
-		insert = delivery.InsertPrompt
+	insert := func() (bool, error) { return delivery.Insert(ctx, db, note) }
+	pipelined := prompt && note.NextAttemptAt == nil // due at once: published before its flush
+	if pipelined {
+		insert = func() (bool, error) { return a.insertPrompt(request, ctx, span, db, note) }
 	}
-	inserted, err := timed(&a.admit.insert, func() (bool, error) { return insert(ctx, db, note) })
+	inserted, err := timed(&a.admit.insert, insert)
 	if err != nil {
 		return accepted{}, fmt.Errorf("insert notification %s: %w", res.id, err)
 	}
@@ -188,12 +185,9 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 			return accepted{}, fmt.Errorf("read notification for idempotency key of client %s: %w", clientID, err)
 		}
 		res, err := replayAnswer(hash, storedHash, storedResp)
-		res.awaitDurable = prompt
+		res.awaitDurable = prompt && !pipelined // the pipeline waited for the flush after the conflict
 		return res, err
 	}
-	span.SetAttributes(attribute.String("herald.notification_id", res.id), attribute.Int("herald.deliveries", len(d.Deliver)))
-	res.inserted = &note
-	res.awaitDurable = prompt && note.NextAttemptAt == nil
 	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
 		zap.Int("deliveries", len(d.Deliver)), zap.Int("suppressed", len(d.Suppressed)), zap.Bool("deferred", d.Next != nil))
 	return res, nil

@@ -28,6 +28,7 @@ var (
 	RecordBatchArgsForTest = recordBatchArgs
 	ReapQueuedSQLForTest   = reapQueuedSQL
 	InsertSQLForTest       = insertSQL
+	InsertPromptSQLForTest = insertPromptSQL
 	InsertArgsForTest      = insertArgs
 	MarkQueuedSQLForTest   = markQueuedSQL
 	MarkQueuedArgsForTest  = markQueuedArgs

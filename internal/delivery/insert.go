@@ -2,11 +2,13 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldhq/herald"
@@ -117,7 +119,7 @@ func insertArgs(n Notification) []any {
 // insertPromptSQL is insertSQL committing without waiting for its WAL flush (promptCondition,
 // as the prompt claim does): once the statement has returned, its rows are visible to every
 // session, dispatch's claim included, but they are durable only once the WAL has been
-// flushed past its commit record, which AwaitDurable waits for.
+// flushed past its commit record (InsertPromptDurable).
 const insertPromptSQL = insertSQL + `
  WHERE ` + promptCondition
 
@@ -129,23 +131,95 @@ const insertPromptSQL = insertSQL + `
 // message and its transaction, which has no change of a published table.
 const awaitDurableSQL = `SELECT pg_logical_emit_message(true, 'herald.durable', '')`
 
-// InsertPrompt is Insert committing without waiting for the WAL flush of its commit: the
-// notification is visible, to dispatch's claim too, as soon as InsertPrompt returns, and
-// durable only once AwaitDurable has returned. A crash of the database server between the
-// two loses it; until AwaitDurable has returned, nothing may tell the caller that it was
-// accepted (ingest's HIGH accept, docs/architecture.md, "HIGH does not wait for the WAL").
-func InsertPrompt(ctx context.Context, db DB, n Notification) (bool, error) {
-	b := &pgx.Batch{}
-	var inserted bool
-	queueInsert(b, insertPromptSQL, n, &inserted)
-	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return false, err
+// InsertPromptDurable is Insert in two transactions sent together, so that the notification
+// is visible before it is durable: the insert commits without waiting for its WAL flush
+// (insertPromptSQL), then awaitDurableSQL waits for the flush. visible runs between the two,
+// once the insert's answer is in and only if it wrote the notification (false: the key was
+// taken): the rows are then visible to every session, dispatch's claim included, and not yet
+// durable. InsertPromptDurable returns once they are, or with the error that kept them from
+// being so: a crash of the database server in between loses them, so nothing may tell the
+// caller that the notification was accepted before InsertPromptDurable has returned nil
+// (ingest's HIGH accept, docs/architecture.md, "Published before its flush, answered after it").
+//
+// The two statements go out in one pipeline, each with its own Sync (its own implicit
+// transaction), in one write: the server runs the second right after the first without
+// waiting for the client, which reads the first answer, runs visible, and then waits for the
+// second. Sent one after the other they cost the backend one more wake-up, which under a
+// saturated CPU is a wait in the run queue.
+func InsertPromptDurable(ctx context.Context, conn *pgx.Conn, n Notification, visible func()) (bool, error) {
+	sd, err := conn.Prepare(ctx, insertPromptSQL, insertPromptSQL)
+	if err != nil {
+		return false, fmt.Errorf("prepare the insert of notification %s: %w", n.ID, err)
 	}
-	return inserted, nil
+	var q pgx.ExtendedQueryBuilder
+	if err := q.Build(conn.TypeMap(), sd, insertArgs(n)); err != nil {
+		return false, fmt.Errorf("insert notification %s: %w", n.ID, err)
+	}
+	p := conn.PgConn().StartPipeline(ctx)
+	p.SendQueryStatement(sd, q.ParamValues, q.ParamFormats, q.ResultFormats)
+	p.SendPipelineSync()
+	p.SendQueryParams(awaitDurableSQL, nil, nil, nil, nil)
+	p.SendPipelineSync()
+	inserted, err := func() (bool, error) {
+		if err := p.Flush(); err != nil {
+			return false, err
+		}
+		var count int64
+		if err := pipelineResult(p, func(rr *pgconn.ResultReader) error {
+			if !rr.NextRow() {
+				return errors.New("no count")
+			}
+			return conn.TypeMap().Scan(pgtype.Int8OID, rr.FieldDescriptions()[0].Format, rr.Values()[0], &count)
+		}); err != nil {
+			return false, fmt.Errorf("insert notification %s: %w", n.ID, err)
+		}
+		if count == 1 {
+			visible()
+		}
+		if err := pipelineResult(p, nil); err != nil {
+			return false, fmt.Errorf("wait for the WAL flush of notification %s: %w", n.ID, err)
+		}
+		return count == 1, nil
+	}()
+	if cerr := p.Close(); err == nil && cerr != nil {
+		return false, fmt.Errorf("insert notification %s: %w", n.ID, cerr)
+	}
+	return inserted, err
+}
+
+// pipelineResult reads the next statement's answer from p (read, when not nil, reads its rows)
+// and then the Sync after it.
+func pipelineResult(p *pgconn.Pipeline, read func(*pgconn.ResultReader) error) error {
+	res, err := p.GetResults()
+	if err != nil {
+		return err
+	}
+	rr, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return fmt.Errorf("pipeline: %T where a statement's result was due", res)
+	}
+	var readErr error
+	if read != nil {
+		readErr = read(rr)
+	}
+	if _, err := rr.Close(); err != nil {
+		return err
+	}
+	if readErr != nil {
+		return readErr
+	}
+	if res, err = p.GetResults(); err != nil {
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("pipeline: %T where a Sync was due", res)
+	}
+	return nil
 }
 
 // AwaitDurable returns once every transaction that committed before the call, in any
-// session, is durable: the WAL is flushed past its commit record (awaitDurableSQL).
+// session, is durable: the WAL is flushed past its commit record (awaitDurableSQL). A replay
+// of a HIGH request calls it, since what it replays may be an InsertPromptDurable in flight.
 func AwaitDurable(ctx context.Context, db DB) error {
 	if _, err := db.Exec(ctx, awaitDurableSQL); err != nil {
 		return fmt.Errorf("wait for the WAL flush: %w", err)
