@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -121,7 +123,16 @@ type stages struct {
 	bySweeper, direct, republished int
 	slowest                        string // the source of the slowest chain's publish
 	slowestTotal                   time.Duration
+	// tail is each stage's mean over the slowest 1 % of the chains (at least one), by accept →
+	// provider called: where the tail of HIGH's latency goes, chain by chain, which the
+	// stages' own p99s (each in its own moments) do not say.
+	tail       []time.Duration
+	tailChains int
+	tailTotal  time.Duration // their mean accept → provider called
 }
+
+// tailShare is the share of the chains that stages.tail averages over.
+const tailShare = 0.01
 
 // breakdown reads the recorded spans of the HIGH notifications accepted in [from, to): for
 // every trace, the provider call's span, its deliver span, the publish that deliver span
@@ -144,6 +155,11 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		publishes    int
 	}
 	traces := map[trace.TraceID]*chain{}
+	type timed struct {
+		toCall time.Duration   // accept → provider called
+		stage  []time.Duration // by stageNames
+	}
+	var chains []timed
 	spans := st.rec.Ended()
 	if st.also != nil {
 		spans = append(spans, st.also()...)
@@ -191,13 +207,16 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 		}
 		at := []time.Time{c.accept.StartTime(), c.accept.EndTime(), publish.StartTime(), publish.EndTime(), deliver.StartTime(),
 			limit.StartTime(), c.send.StartTime(), deliver.EndTime()}
+		ch := timed{toCall: at[len(at)-2].Sub(at[0]), stage: make([]time.Duration, len(stageNames))}
 		for i := range stageNames {
 			d := at[i+1].Sub(at[i])
 			if d < 0 {
 				out.negative[stageNames[i]]++
 			}
 			record(out.h[i], d)
+			ch.stage[i] = max(d, 0)
 		}
+		chains = append(chains, ch)
 		record(out.total, at[len(at)-1].Sub(at[0]))
 		if steps, ok := acceptSteps(c.accept); ok {
 			for i := range acceptStepNames {
@@ -227,6 +246,17 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 			out.slowestTotal, out.slowest = total, src
 		}
 	}
+	if len(chains) > 0 {
+		slices.SortFunc(chains, func(a, b timed) int { return cmp.Compare(b.toCall, a.toCall) })
+		out.tailChains = max(1, int(float64(len(chains))*tailShare))
+		out.tail = make([]time.Duration, len(stageNames))
+		for _, ch := range chains[:out.tailChains] {
+			out.tailTotal += ch.toCall / time.Duration(out.tailChains)
+			for i, d := range ch.stage {
+				out.tail[i] += d / time.Duration(out.tailChains)
+			}
+		}
+	}
 	return out
 }
 
@@ -241,6 +271,13 @@ func (s stages) log(b testing.TB, phase string) {
 	}
 	for i, name := range claimStepNames {
 		b.Logf("%s: claim step %-48s p50 %7.2f ms  p99 %7.2f ms", phase, name, ms(s.claim[i], 50), ms(s.claim[i], 99))
+	}
+	if s.tail != nil {
+		b.Logf("%s: the slowest 1 %% (%d chains, accept → provider called mean %.2f ms), each stage's mean:", phase, s.tailChains,
+			float64(s.tailTotal.Microseconds())/1000)
+		for i, name := range stageNames[:len(stageNames)-1] { // the outcome comes after the call
+			b.Logf("%s: slowest 1 %% %-40s %7.2f ms", phase, name, float64(s.tail[i].Microseconds())/1000)
+		}
 	}
 }
 
@@ -259,6 +296,14 @@ func (s stages) report(r *result.Result, phase string) {
 	}
 	r.Add(result.Figure{Group: group, Name: "read more than once before the claim", Value: float64(s.reread),
 		Unit: "count", Better: "lower"})
+	if s.tail != nil {
+		r.Add(result.Figure{Group: group, Name: "accept → provider called, mean over the slowest 1 %",
+			Value: float64(s.tailTotal.Microseconds()) / 1000, Unit: "ms", Better: "lower"})
+		for i, name := range stageNames[:len(stageNames)-1] {
+			r.Add(result.Figure{Group: group, Name: name + ", mean over the slowest 1 %",
+				Value: float64(s.tail[i].Microseconds()) / 1000, Unit: "ms", Better: "lower"})
+		}
+	}
 	c := result.Chart{File: "high-stages-" + phase, Title: "HIGH stage breakdown during the " + phase + " (CDF per stage)", Kind: "cdf",
 		XLabel: "stage duration (ms)", YLabel: "fraction of HIGH deliveries", LogX: true}
 	for i, name := range stageNames {
@@ -291,13 +336,15 @@ func stagesNote(r *result.Result) {
 	r.Note("HIGH stage breakdown from OpenTelemetry spans recorded in this process and, when HIGH dispatch runs in a " +
 		"process of its own, in that one (on the same clock; only the traces the bench starts, " +
 		"one per HIGH POST). Span boundaries mark the stages: accept = ingest.accept start, commit = ingest.accept end (its " +
-		"single INSERT has committed), WAL decoded / direct publish = the start of the publish span of the record the worker " +
+		"single INSERT has committed; for a HIGH the accepting process publishes, the commit is visible and its flush is " +
+		"waited for after the publish, in ingest.durable), WAL decoded / direct publish = the start of the publish span of the record the worker " +
 		"took (cdc publish: the relay decoded the row from the WAL; ingest publish: the accepting process published it right " +
 		"after the commit), Kafka ack = that publish span's end, consumed = dispatch.deliver start, " +
 		"claimed = dispatch.rate_limit start (right after the claim's commit), provider called = dispatch.send start, " +
 		"with consumed → claimed split at the deliver span's events \"rows read\" (the last read before the claim) and " +
 		"\"claim started\" (the claim's statement sent; the Redis lease is taken between them), " +
-		"outcome committed = dispatch.deliver end. Spans rather than the row's transition_at[]: those hold now() of each " +
+		"outcome committed = dispatch.deliver end. \"Mean over the slowest 1 %%\" takes the 1 %% of the chains slowest " +
+		"from accept to the provider call and averages each stage over them: where the tail goes chain by chain. Spans rather than the row's transition_at[]: those hold now() of each " +
 		"transaction, its start not its commit, and nothing of the relay or Kafka.")
 }
 
