@@ -149,11 +149,11 @@ const awaitDurableSQL = `SELECT pg_logical_emit_message(true, 'herald.durable', 
 func InsertPromptDurable(ctx context.Context, conn *pgx.Conn, n Notification, visible func()) (bool, error) {
 	sd, err := conn.Prepare(ctx, insertPromptSQL, insertPromptSQL)
 	if err != nil {
-		return false, fmt.Errorf("prepare the insert of notification %s: %w", n.ID, err)
+		return false, fmt.Errorf("prepare the prompt insert: %w", err)
 	}
 	var q pgx.ExtendedQueryBuilder
 	if err := q.Build(conn.TypeMap(), sd, insertArgs(n)); err != nil {
-		return false, fmt.Errorf("insert notification %s: %w", n.ID, err)
+		return false, fmt.Errorf("prompt insert arguments: %w", err)
 	}
 	p := conn.PgConn().StartPipeline(ctx)
 	p.SendQueryStatement(sd, q.ParamValues, q.ParamFormats, q.ResultFormats)
@@ -171,18 +171,18 @@ func InsertPromptDurable(ctx context.Context, conn *pgx.Conn, n Notification, vi
 			}
 			return conn.TypeMap().Scan(pgtype.Int8OID, rr.FieldDescriptions()[0].Format, rr.Values()[0], &count)
 		}); err != nil {
-			return false, fmt.Errorf("insert notification %s: %w", n.ID, err)
+			return false, fmt.Errorf("prompt insert: %w", err)
 		}
 		if count == 1 {
 			visible()
 		}
 		if err := pipelineResult(p, nil); err != nil {
-			return false, fmt.Errorf("wait for the WAL flush of notification %s: %w", n.ID, err)
+			return false, fmt.Errorf("wait for the WAL flush: %w", err)
 		}
 		return count == 1, nil
 	}()
 	if cerr := p.Close(); err == nil && cerr != nil {
-		return false, fmt.Errorf("insert notification %s: %w", n.ID, cerr)
+		return false, fmt.Errorf("prompt insert pipeline: %w", cerr)
 	}
 	return inserted, err
 }

@@ -27,11 +27,7 @@ func TestPromptInsertIsVisibleBeforeItsFlushAndDurableWhenItReturns(t *testing.T
 	pool := stacktest.Postgres(t)
 	ctx := context.Background()
 	client := deliverytest.Client(t, pool)
-	note := func(key string) delivery.Notification {
-		return delivery.Notification{ID: uuid.Must(uuid.NewV7()), ClientID: client, IdempotencyKey: key,
-			RequestHash: []byte{1}, UserID: 1, Template: "otp", Category: "security", Priority: herald.PriorityHigh,
-			Response: []byte(`{}`), Deliveries: []delivery.New{{ID: uuid.Must(uuid.NewV7()), Channel: herald.ChannelSMS}}}
-	}
+	note := func(key string) delivery.Notification { return otpNotification(client, key) }
 	for _, c := range []struct {
 		sql, setting string
 	}{{delivery.InsertPromptSQLForTest, "off"}, {delivery.InsertSQLForTest, "on"}} {
@@ -106,4 +102,12 @@ func TestPromptInsertIsVisibleBeforeItsFlushAndDurableWhenItReturns(t *testing.T
 		}
 	}
 	require.Equal(t, 3, messages, "the pipeline's two (the taken key's too) and AwaitDurable's: %q", flushed)
+}
+
+// otpNotification is a HIGH notification of client with one SMS delivery, fresh ids and
+// Idempotency-Key key, for the tests of the insert.
+func otpNotification(client, key string) delivery.Notification {
+	return delivery.Notification{ID: uuid.Must(uuid.NewV7()), ClientID: client, IdempotencyKey: key,
+		RequestHash: []byte{1}, UserID: 1, Template: "otp", Category: "security", Priority: herald.PriorityHigh,
+		Response: []byte(`{}`), Deliveries: []delivery.New{{ID: uuid.Must(uuid.NewV7()), Channel: herald.ChannelSMS}}}
 }

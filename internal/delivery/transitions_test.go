@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -238,11 +237,7 @@ func TestInsertRefusesATakenIdempotencyKey(t *testing.T) {
 	pool := stacktest.Postgres(t)
 	ctx := context.Background()
 	client := deliverytest.Client(t, pool)
-	note := func() delivery.Notification {
-		return delivery.Notification{ID: uuid.Must(uuid.NewV7()), ClientID: client, IdempotencyKey: "k",
-			RequestHash: []byte{1}, UserID: 1, Template: "otp", Category: "security", Priority: herald.PriorityHigh,
-			Response: []byte(`{}`), Deliveries: []delivery.New{{ID: uuid.Must(uuid.NewV7()), Channel: herald.ChannelSMS}}}
-	}
+	note := func() delivery.Notification { return otpNotification(client, "k") }
 	ok, err := delivery.Insert(ctx, pool, note())
 	require.NoError(t, err)
 	require.True(t, ok)
