@@ -2,7 +2,10 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gorilla/mux"
@@ -15,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/recipient"
 	"github.com/heraldhq/herald/receipts"
@@ -184,6 +188,24 @@ func nameSpan(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// acceptsPriority refuses a notification or campaign of a priority this API does not accept
+// (Config.Priorities), before anything is read or written.
+func (a *API) acceptsPriority(p herald.Priority) error {
+	if slices.Contains(a.cfg.Priorities, p) {
+		return nil
+	}
+	return newAPIError(http.StatusUnprocessableEntity, codePriorityNotAccepted,
+		fmt.Sprintf("this herald process accepts %s only; send %s to the API of the other processes", joinPriorities(a.cfg.Priorities), p))
+}
+
+func joinPriorities(ps []herald.Priority) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 // fail answers err: an *apiError as its problem document, anything else as a logged 500.

@@ -47,6 +47,10 @@ func (a *API) postCampaign(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if err := a.acceptsPriority(in.Priority); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	resp, replayed, err := a.createCampaign(r.Context(), clientFrom(r.Context()), key, in)
 	if err != nil {
 		a.fail(w, r, err)

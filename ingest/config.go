@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -48,6 +49,12 @@ type Config struct {
 	// filter matching more is answered 422 redrive_too_large with the count. Default
 	// 1,000,000 (internal/redrive's DefaultMax).
 	RedriveMax int
+	// Priorities are the priorities this API accepts; a notification or campaign of another
+	// is refused, 422 priority_not_accepted, and nothing is written. An API that accepts HIGH
+	// only is an OTP pool's (docs/operations.md, "An OTP pool"): the services that send OTPs
+	// call it, and the CPU reserved for it serves no burst of NORMAL or LOW POSTs. Default:
+	// every priority.
+	Priorities []herald.Priority
 	// Receipts are the handlers of the providers' receipt endpoints (package receipts), by
 	// "METHOD /path" (receipts.Route.Key); an endpoint without one answers 404.
 	Receipts map[string]http.Handler
@@ -75,7 +82,17 @@ func (c Config) withDefaults(poolConns int) Config {
 	c.AdmissionSlots = cmp.Or(c.AdmissionSlots, poolConns)
 	c.AdmissionHighReserve = cmp.Or(c.AdmissionHighReserve, min(max(1, c.AdmissionSlots/4), c.AdmissionSlots-1))
 	c.AdmissionWait = cmp.Or(c.AdmissionWait, DefaultAdmissionWait)
+	if len(c.Priorities) == 0 {
+		c.Priorities = herald.Priorities
+	}
 	return c
+}
+
+// HighOnly says whether an API of c accepts HIGH and nothing else: an OTP pool's, whose
+// process runs no campaign expander and no re-drive executor, work that would take the CPU
+// reserved for HIGH.
+func (c Config) HighOnly() bool {
+	return len(c.Priorities) == 1 && c.Priorities[0] == herald.PriorityHigh
 }
 
 func (c *Config) validate() error {
@@ -101,6 +118,11 @@ func (c *Config) validate() error {
 	}
 	if c.AdmissionWait < 0 {
 		errs = append(errs, fmt.Errorf("AdmissionWait %s: must not be negative", c.AdmissionWait))
+	}
+	for i, p := range c.Priorities {
+		if _, err := herald.ParsePriority(string(p)); err != nil || slices.Contains(c.Priorities[:i], p) {
+			errs = append(errs, fmt.Errorf("Priorities %v: %q is not HIGH, NORMAL or LOW, or is named twice", c.Priorities, p))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ingest config: %w", errors.Join(errs...))

@@ -39,6 +39,10 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if err := a.acceptsPriority(in.Priority); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	// The request holds its admission slot already, taken before any of this work
 	// (admission_gate.go).
 

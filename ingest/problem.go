@@ -23,6 +23,7 @@ const (
 	codeTemplateRenderFailed = "template_render_failed" // 422
 	codeIdempotencyKeyReused = "idempotency_key_reused" // 422
 	codeChannelUnavailable   = "channel_unavailable"    // 422
+	codePriorityNotAccepted  = "priority_not_accepted"  // 422: a priority this process's API does not accept (Config.Priorities)
 	codeRedriveUnbounded     = "redrive_unbounded"      // 422: a re-drive filter with no status and no time range
 	codeRedriveTooLarge      = "redrive_too_large"      // 422: a re-drive matching more than --redrive-max
 	codeExpiresAtRequired    = "expires_at_required"    // 422: a re-drive of EXPIRED without a new expiresAt

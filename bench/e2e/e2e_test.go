@@ -47,15 +47,17 @@ const provider = "sms:bench"
 
 // stack is one herald (ingest + relay + dispatch) running in this process.
 type stack struct {
-	pool   *pgxpool.Pool
-	url    string
-	key    string
-	sender *dispatch.MemorySender
-	high   *highChild // the HIGH dispatch process (options.highProcess); nil: HIGH runs here
-	events string     // the status events' topic (docs/events.md)
-	slot   string     // the relay's replication slot
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	pool *pgxpool.Pool
+	url  string
+	// highURL is where HIGH POSTs go: the HIGH process's API (highAPI); "": url.
+	highURL string
+	key     string
+	sender  *dispatch.MemorySender
+	high    *highChild // the HIGH dispatch process (options.highProcess); nil: HIGH runs here
+	events  string     // the status events' topic (docs/events.md)
+	slot    string     // the relay's replication slot
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // options shape one benchmark's herald.
@@ -174,7 +176,9 @@ func startStack(b *testing.B, o options) *stack {
 		hl.Concurrency = cmp.Or(o.concurrency[herald.PriorityHigh], hl.Concurrency)
 		s.high = startHighChild(b, highChildConfig{DatabaseURL: dbURL, PoolConns: int32(hl.Concurrency) + 4,
 			Brokers: stacktest.KafkaBrokers(b), Topic: lanes[herald.PriorityHigh].Topic, Group: lanes[herald.PriorityHigh].Group,
-			Concurrency: hl.Concurrency, RateLimits: rateLimits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice()})
+			Concurrency: hl.Concurrency, RateLimits: rateLimits, Provider: provider, RedisAddr: redisAddr(b), Prefix: prefix, BackendNice: backendNice(),
+			API: highAPI(), APIConns: o.poolConns})
+		s.highURL = s.high.url
 	}
 	d, err := dispatch.New(dispatch.Config{
 		Brokers:     stacktest.KafkaBrokers(b),

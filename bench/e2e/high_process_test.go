@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/dispatch"
+	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/adapt"
 	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/pgpool"
@@ -71,6 +74,10 @@ func highProcessNote(s *stack) string {
 	}
 	note := fmt.Sprintf("; HIGH dispatch in a process of its own (herald serve --roles dispatch --lanes HIGH), "+
 		"its scheduling group at nice %d", highNice())
+	if s.highURL != "" {
+		note = fmt.Sprintf("; HIGH's API and dispatch in a process of its own, the OTP pool (herald serve --roles ingest,dispatch "+
+			"--lanes HIGH --ingest-priorities HIGH), its scheduling group at nice %d; HIGH POSTs go there", highNice())
+	}
 	if s.high.shareErr != nil {
 		note = fmt.Sprintf("; HIGH dispatch in a process of its own (herald serve --roles dispatch --lanes HIGH), "+
 			"at the default CPU weight (its share could not be set: %v)", s.high.shareErr)
@@ -79,6 +86,17 @@ func highProcessNote(s *stack) string {
 		note += fmt.Sprintf(", its PostgreSQL backends at nice %d", *n)
 	}
 	return note
+}
+
+// highAPI says whether the HIGH process also serves HIGH's API (BENCH_HIGH_API, default on when
+// HIGH runs in a process of its own): the OTP pool of a deployment, an ingest process that the
+// services sending OTPs call, with the HIGH dispatcher's CPU share (docs/operations.md, "An
+// OTP pool"). The benchmark then sends every HIGH POST there and the rest to this process.
+// BENCH_HIGH_API=false keeps HIGH's accepts in this process, beside the burst and the
+// expander, to compare side by side.
+func highAPI() bool {
+	v, err := strconv.ParseBool(os.Getenv("BENCH_HIGH_API"))
+	return err != nil || v
 }
 
 // highNice is the HIGH process's autogroup nice value (-20 to 19; BENCH_HIGH_NICE, default
@@ -118,11 +136,16 @@ type highChildConfig struct {
 	// ahead of the expander's, the walsender's and LOW's, to measure how much of HIGH's wait
 	// is PostgreSQL's CPU. A managed database offers no such knob.
 	BackendNice *int
+	// API: the process also serves HIGH's API (highAPI), with a pool of APIConns connections
+	// and HIGH's reserve, publishing HIGH to Topic as the accepting process does.
+	API      bool
+	APIConns int32
 }
 
 // childLine is one line the HIGH process writes.
 type childLine struct {
 	Ready bool       `json:"ready,omitempty"`
+	URL   string     `json:"url,omitempty"` // with Ready: the API's base URL, when it serves one
 	Call  *childCall `json:"call,omitempty"`
 	Span  *childSpan `json:"span,omitempty"`
 }
@@ -152,6 +175,7 @@ type highChild struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	ready atomic.Bool
+	url   string        // the API's base URL (set before ready); "" without one
 	done  chan struct{} // stdout read to its end
 
 	shareErr error // why the CPU share could not be set; nil: it was
@@ -203,6 +227,7 @@ func (h *highChild) read(b *testing.B, out io.Reader) {
 		}
 		switch {
 		case l.Ready:
+			h.url = l.URL
 			h.ready.Store(true)
 		case l.Call != nil:
 			m := senders.Message{DeliveryID: l.Call.DeliveryID, Priority: l.Call.Priority, Channel: herald.ChannelSMS}
@@ -375,6 +400,15 @@ func runHighLane(c highChildConfig) error {
 	if err != nil {
 		return err
 	}
+	var url string
+	if c.API {
+		srv, err := serveHighAPI(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		url = srv.URL
+	}
 	errs := make(chan error, 2)
 	go func() { errs <- ctl.Run(ctx) }()
 	go func() { errs <- d.Run(ctx) }()
@@ -385,7 +419,7 @@ func runHighLane(c highChildConfig) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	w.write(childLine{Ready: true})
+	w.write(childLine{Ready: true, URL: url})
 	<-ctx.Done()
 	for range 2 {
 		if err := <-errs; err != nil {
@@ -393,6 +427,47 @@ func runHighLane(c highChildConfig) error {
 		}
 	}
 	return nil
+}
+
+// serveHighAPI serves HIGH's API in the HIGH process, as startStack builds the API: a pool of
+// c.APIConns, HIGH's own connections opened before serving, HIGH published at its accept.
+func serveHighAPI(ctx context.Context, c highChildConfig) (*httptest.Server, error) {
+	newPool := func(conns int32) (*pgxpool.Pool, error) {
+		cfg, err := pgpool.ParseConfig(c.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = conns
+		return pgxpool.NewWithConfig(ctx, cfg)
+	}
+	pool, err := newPool(c.APIConns)
+	if err != nil {
+		return nil, err
+	}
+	highPool, err := newPool(int32(ingest.Config{}.HighReserve(int(c.APIConns))))
+	if err != nil {
+		return nil, err
+	}
+	if err := pgpool.Warm(ctx, highPool, int(highPool.Config().MaxConns)); err != nil {
+		return nil, err
+	}
+	opts := []ingest.Option{ingest.HighPool(highPool)}
+	if publishHigh() {
+		hcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ProducerLinger(0),
+			kgo.RecordDeliveryTimeout(ingest.HighPublishTimeout), kgo.MaxBufferedRecords(ingest.HighPublishBuffer))
+		if err != nil {
+			return nil, err
+		}
+		context.AfterFunc(ctx, hcl.Close)
+		opts = append(opts, ingest.PublishHigh(hcl, c.Topic))
+	}
+	api, err := ingest.New(ingest.Config{}, pool, zap.NewNop(), opts...)
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(api.Handler())
+	context.AfterFunc(ctx, func() { pool.Close(); highPool.Close() })
+	return srv, nil
 }
 
 // the address of the stack's Redis, for the HIGH process.

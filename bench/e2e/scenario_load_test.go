@@ -128,7 +128,11 @@ func (s *stack) postNotification(ctx context.Context, idem string, prio herald.P
 
 // postWith is postNotification through the given client.
 func (s *stack) postWith(ctx context.Context, client *http.Client, idem string, prio herald.Priority, header map[string]string) (id, refused string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/notifications", strings.NewReader(notificationBody(prio)))
+	base := s.url
+	if prio == herald.PriorityHigh && s.highURL != "" {
+		base = s.highURL
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/notifications", strings.NewReader(notificationBody(prio)))
 	if err != nil {
 		return "", "error"
 	}

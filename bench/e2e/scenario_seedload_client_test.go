@@ -51,6 +51,7 @@ type loadLoop struct {
 // loadChildConfig is what the generator process is told through loadChildEnv.
 type loadChildConfig struct {
 	URL, Key string
+	HighURL  string // where HIGH POSTs go; "": URL
 	Loops    []loadLoop
 }
 
@@ -83,7 +84,7 @@ func runLoadChild(raw string) int {
 		fmt.Fprintln(os.Stderr, "load generator:", err)
 		return 2
 	}
-	s := &stack{url: c.URL, key: c.Key}
+	s := &stack{url: c.URL, highURL: c.HighURL, key: c.Key}
 	var mu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	emit := func(l loadLine) {

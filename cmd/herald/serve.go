@@ -46,22 +46,24 @@ type serveConfig struct {
 	Redis           redisConn
 	ShutdownTimeout time.Duration
 	Ingest          ingest.Config
-	PublishHigh     bool
-	Expander        campaign.ExpanderConfig
-	Redrive         redrive.Config
-	TemplatesDir    string
-	Topics          topicConfig
-	Relay           relayFlags
-	Events          eventsFlags
-	Endpoints       endpointFlags
-	Partitions      partition.Config
-	Dispatch        dispatchFlags
-	Groups          groupFlags
-	Senders         senderFlags
-	Routing         routeFlags
-	Console         consoleFlags
-	Receipts        receiptFlags
-	Adapt           adaptFlags
+	// ingestPriorities is --ingest-priorities, parsed into Ingest.Priorities by validate.
+	ingestPriorities []string
+	PublishHigh      bool
+	Expander         campaign.ExpanderConfig
+	Redrive          redrive.Config
+	TemplatesDir     string
+	Topics           topicConfig
+	Relay            relayFlags
+	Events           eventsFlags
+	Endpoints        endpointFlags
+	Partitions       partition.Config
+	Dispatch         dispatchFlags
+	Groups           groupFlags
+	Senders          senderFlags
+	Routing          routeFlags
+	Console          consoleFlags
+	Receipts         receiptFlags
+	Adapt            adaptFlags
 }
 
 func (c *serveConfig) register(f *envFlags) {
@@ -79,6 +81,8 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Int(&c.Ingest.AdmissionSlots, "admission-slots", 0, "POST /api/notifications requests that may do database work at once; the others wait for a slot; 0: --database-max-conns")
 	f.Int(&c.Ingest.AdmissionHighReserve, "admission-high-reserve", 0, "admission slots only HIGH requests may take; 0: max(1, slots/4)")
 	f.Duration(&c.Ingest.AdmissionWait, "admission-wait", ingest.DefaultAdmissionWait, "how long a NORMAL or LOW POST /api/notifications waits for an admission slot before it is answered 503 overloaded")
+	f.Strings(&c.ingestPriorities, "ingest-priorities", []string{"HIGH", "NORMAL", "LOW"}, "priorities this process's API accepts; "+
+		"another is answered 422 priority_not_accepted. HIGH alone makes it an OTP pool's API, which runs no campaign expander and no re-drive executor")
 	f.Bool(&c.PublishHigh, "publish-high", ingest.DefaultPublishHigh, "an ingest process publishes each HIGH delivery it accepts to Kafka right after the commit, the relay's record from the WAL being the guarantee; false: the relay's only")
 	f.Int(&c.Expander.Rate, "campaign-rate", campaign.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
@@ -111,6 +115,17 @@ func (c *serveConfig) validate() error {
 	}
 	if err := c.validateConns(); err != nil {
 		return err
+	}
+	c.Ingest.Priorities = nil
+	for _, name := range c.ingestPriorities {
+		p, err := herald.ParsePriority(name)
+		if err != nil || slices.Contains(c.Ingest.Priorities, p) {
+			return fmt.Errorf("--ingest-priorities: %q is not HIGH, NORMAL or LOW, or is named twice", name)
+		}
+		c.Ingest.Priorities = append(c.Ingest.Priorities, p)
+	}
+	if len(c.Ingest.Priorities) == 0 {
+		return errors.New("--ingest-priorities: no priority named")
 	}
 	if c.Redrive.LotSize < 1 || c.Redrive.LotSize > redrive.MaxLotSize {
 		return fmt.Errorf("--redrive-lot-size %d: must be 1-%d", c.Redrive.LotSize, redrive.MaxLotSize)
@@ -261,21 +276,25 @@ func runServe(ctx context.Context, args []string) error {
 		runs = append(runs, component{"adaptive limits", ctl.Run})
 	}
 	if c.has("ingest") {
-		xpool, err := expanderPool(ctx, c)
-		if err != nil {
-			return err
+		// An OTP pool's process (--ingest-priorities HIGH) writes no campaign lots and
+		// re-arms no re-drive: that work would take the CPU reserved for HIGH.
+		if !c.Ingest.HighOnly() {
+			xpool, err := expanderPool(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer xpool.Close()
+			x, err := campaign.NewExpander(c.Expander, xpool, log)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, component{"campaign expander", x.Run})
+			rdx, err := redrive.New(c.Redrive, pool, log)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, component{"re-drive executor", rdx.Run})
 		}
-		defer xpool.Close()
-		x, err := campaign.NewExpander(c.Expander, xpool, log)
-		if err != nil {
-			return err
-		}
-		runs = append(runs, component{"campaign expander", x.Run})
-		rdx, err := redrive.New(c.Redrive, pool, log)
-		if err != nil {
-			return err
-		}
-		runs = append(runs, component{"re-drive executor", rdx.Run})
 		runs = append(runs, component{"held receipts", rx.Run})
 	}
 	if c.has("relay") {
@@ -323,14 +342,16 @@ func runServe(ctx context.Context, args []string) error {
 			return serveHTTP(ctx, log, "admin", c.AdminAddr, adminHandler(tel.metrics, api.Handler()), drain)
 		})
 	}
-	for _, run := range runs {
+	names := make([]string, len(runs))
+	for i, run := range runs {
+		names[i] = run.name
 		g.Go(func() error {
 			defer wd.track(run.name)()
 			return run.run(ctx)
 		})
 	}
 	log.Info("connections", c.connFields()...)
-	log.Info("herald started", zap.Strings("roles", c.Roles), zap.String("http_addr", c.HTTPAddr),
+	log.Info("herald started", zap.Strings("roles", c.Roles), zap.Strings("components", names), zap.String("http_addr", c.HTTPAddr),
 		zap.String("admin_addr", c.AdminAddr), zap.String("version", version))
 	err = g.Wait()
 	wd.track("closing connections and flushing telemetry") // until the process ends
