@@ -216,8 +216,16 @@ func TestHighDispatcherOfItsOwn(t *testing.T) {
 		high := get[*appsv1.Deployment](t, o, "Deployment", "herald-dispatch-high")
 		checkPod(t, high.Spec.Template.Spec, "herald-dispatch-high")
 		c := high.Spec.Template.Spec.Containers[0]
-		require.Equal(t, "dispatch", env(t, c, "HERALD_ROLES"), set)
+		// The OTP pool (dispatchHigh.api, on by default): HIGH's API on the same reserved CPU.
+		require.Equal(t, "ingest,dispatch", env(t, c, "HERALD_ROLES"), set)
 		require.Equal(t, "HIGH", env(t, c, "HERALD_LANES"), set)
+		require.Equal(t, "HIGH", env(t, c, "HERALD_INGEST_PRIORITIES"), set)
+		otp := get[*corev1.Service](t, o, "Service", "herald-otp")
+		require.Equal(t, "dispatch-high", otp.Spec.Selector["app.kubernetes.io/component"], set)
+		require.Equal(t, "http", otp.Spec.Ports[0].TargetPort.StrVal, set)
+		for _, e := range get[*appsv1.Deployment](t, o, "Deployment", "herald-ingest").Spec.Template.Spec.Containers[0].Env {
+			require.NotEqual(t, "HERALD_INGEST_PRIORITIES", e.Name, "%s: ingest accepts every priority", set)
+		}
 		require.Equal(t, c.Resources.Limits.Cpu().String(), c.Resources.Requests.Cpu().String(), "%s: HIGH's CPU is reserved", set)
 		require.Equal(t, c.Resources.Limits.Memory().String(), c.Resources.Requests.Memory().String(), "%s: Guaranteed QoS", set)
 		require.Equal(t, "dispatch-high", high.Spec.Selector.MatchLabels["app.kubernetes.io/component"])
@@ -232,7 +240,22 @@ func TestHighDispatcherOfItsOwn(t *testing.T) {
 	sm := get[*monitoringv1.ServiceMonitor](t, ha, "ServiceMonitor", "herald")
 	require.Contains(t, sm.Spec.Selector.MatchExpressions[0].Values, "dispatch-high")
 
+	noAPI := decode(t, render(t, with(t, values(t, "ha"), "dispatchHigh.api.enabled", false)))
+	c := get[*appsv1.Deployment](t, noAPI, "Deployment", "herald-dispatch-high").Spec.Template.Spec.Containers[0]
+	require.Equal(t, "dispatch", env(t, c, "HERALD_ROLES"))
+	for _, e := range c.Env {
+		require.NotEqual(t, "HERALD_INGEST_PRIORITIES", e.Name, "no OTP pool: HIGH is accepted by ingest")
+	}
+	require.Nil(t, noAPI.byKind["Service"]["herald-otp"])
+	np = get[*networkingv1.NetworkPolicy](t, noAPI, "NetworkPolicy", "herald-dispatch-high")
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.Ports {
+			require.Equal(t, int32(9090), p.Port.IntVal, "no OTP pool: the admin port only")
+		}
+	}
+
 	off := decode(t, render(t, with(t, values(t, "ha"), "dispatchHigh.enabled", false)))
+	require.Nil(t, off.byKind["Service"]["herald-otp"])
 	require.Nil(t, off.byKind["Deployment"]["herald-dispatch-high"])
 	require.Nil(t, off.byKind["NetworkPolicy"]["herald-dispatch-high"])
 	for _, e := range get[*appsv1.Deployment](t, off, "Deployment", "herald-dispatch").Spec.Template.Spec.Containers[0].Env {
@@ -255,7 +278,7 @@ func TestNetworkPolicy(t *testing.T) {
 			}
 		}
 		want := []int32{9090}
-		if role == "ingest" {
+		if role == "ingest" || role == "dispatch-high" { // dispatch-high: the OTP pool's API
 			want = []int32{8080, 9090}
 		}
 		require.Equal(t, want, ports, role)

@@ -83,7 +83,7 @@ each takes limit/N of a provider's rate limit (--degraded-processes). */}}
 {{- if not .Values.redis.addr }}
 {{- fail "redis.addr: the Redis address (host:port)" }}
 {{- end }}
-{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" "HERALD_LANES" "HERALD_EVENTS_TOPIC" "HERALD_EVENTS_PARTITIONS" "HERALD_EVENTS_GROUP" }}
+{{- $reserved := list "HERALD_ROLES" "HERALD_HTTP_ADDR" "HERALD_ADMIN_ADDR" "HERALD_KAFKA_BROKERS" "HERALD_REDIS_ADDR" "HERALD_SHUTDOWN_TIMEOUT" "HERALD_DEGRADED_PROCESSES" "HERALD_LANES" "HERALD_INGEST_PRIORITIES" "HERALD_EVENTS_TOPIC" "HERALD_EVENTS_PARTITIONS" "HERALD_EVENTS_GROUP" }}
 {{- range $p := list "HIGH" "NORMAL" "LOW" }}
 {{- $reserved = concat $reserved (list (printf "HERALD_TOPIC_%s" $p) (printf "HERALD_PARTITIONS_%s" $p) (printf "HERALD_DISPATCH_GROUP_%s" $p)) }}
 {{- end }}
@@ -141,6 +141,9 @@ config (the role's wins), then the role's secret (envFrom; a variable of env win
 {{- if .lanes }}
 {{- $_ := set $env "HERALD_LANES" .lanes }}
 {{- end }}
+{{- if .ingestPriorities }}
+{{- $_ := set $env "HERALD_INGEST_PRIORITIES" .ingestPriorities }}
+{{- end }}
 {{- range $p := list "high" "normal" "low" }}
 {{- $_ := set $env (printf "HERALD_TOPIC_%s" (upper $p)) (index $v.kafka.topics $p) }}
 {{- $_ := set $env (printf "HERALD_PARTITIONS_%s" (upper $p)) (toString (index $v.kafka.partitions $p)) }}
@@ -152,7 +155,7 @@ config (the role's wins), then the role's secret (envFrom; a variable of env win
 {{- if .roles }}
 {{- $_ := set $env "HERALD_ROLES" .roles }}
 {{- end }}
-{{- if and $v.sim.enabled $v.sim.wireSenders (eq .roles "dispatch") }}
+{{- if and $v.sim.enabled $v.sim.wireSenders (has "dispatch" (splitList "," .roles)) }}
 {{- $sim := printf "%s-sim" (include "herald.fullname" $root) }}
 {{- $_ := set $env "HERALD_SENDERS" "providers" }}
 {{- $_ := set $env "HERALD_TWILIO_BASE_URL" (printf "http://%s:%d" $sim (int $v.sim.ports.http)) }}
@@ -290,7 +293,7 @@ spec:
             - name: admin
               containerPort: {{ $v.ports.admin }}
               protocol: TCP
-          {{- include "herald.env" (dict "root" $root "role" .role "roles" (.roles | default .name) "lanes" .lanes) | nindent 10 }}
+          {{- include "herald.env" (dict "root" $root "role" .role "roles" (.roles | default .name) "lanes" .lanes "ingestPriorities" .ingestPriorities) | nindent 10 }}
           {{- include "herald.probes" $root | nindent 10 }}
           resources:
             {{- toYaml .role.resources | nindent 12 }}
