@@ -121,7 +121,7 @@ func (c *Config) validate() error {
 	}
 	for i, p := range c.Priorities {
 		if _, err := herald.ParsePriority(string(p)); err != nil || slices.Contains(c.Priorities[:i], p) {
-			errs = append(errs, fmt.Errorf("Priorities %v: %q is not HIGH, NORMAL or LOW, or is named twice", c.Priorities, p))
+			errs = append(errs, fmt.Errorf("priority %q of Priorities %v: not HIGH, NORMAL or LOW, or named twice", p, c.Priorities))
 		}
 	}
 	if len(errs) > 0 {
