@@ -256,6 +256,7 @@ const (
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotReady             ProblemCode = "not_ready"
 	ProblemCodeOverloaded           ProblemCode = "overloaded"
+	ProblemCodePriorityNotAccepted  ProblemCode = "priority_not_accepted"
 	ProblemCodeRedriveTooLarge      ProblemCode = "redrive_too_large"
 	ProblemCodeRedriveUnbounded     ProblemCode = "redrive_unbounded"
 	ProblemCodeStatusNotSupported   ProblemCode = "status_not_supported"
@@ -301,6 +302,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotReady:
 		return true
 	case ProblemCodeOverloaded:
+		return true
+	case ProblemCodePriorityNotAccepted:
 		return true
 	case ProblemCodeRedriveTooLarge:
 		return true
@@ -786,6 +789,7 @@ func (e PostCampaign415ApplicationProblemPlusJSONResponseBodyCode) Valid() bool 
 const (
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable   PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "channel_unavailable"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "idempotency_key_reused"
+	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodePriorityNotAccepted  PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "priority_not_accepted"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "template_render_failed"
 	PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeUnknownTemplate      PostCampaign422ApplicationProblemPlusJSONResponseBodyCode = "unknown_template"
 )
@@ -796,6 +800,8 @@ func (e PostCampaign422ApplicationProblemPlusJSONResponseBodyCode) Valid() bool 
 	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable:
 		return true
 	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused:
+		return true
+	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodePriorityNotAccepted:
 		return true
 	case PostCampaign422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed:
 		return true
@@ -1320,6 +1326,7 @@ func (e PostNotification415ApplicationProblemPlusJSONResponseBodyCode) Valid() b
 const (
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable   PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "channel_unavailable"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "idempotency_key_reused"
+	PostNotification422ApplicationProblemPlusJSONResponseBodyCodePriorityNotAccepted  PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "priority_not_accepted"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "template_render_failed"
 	PostNotification422ApplicationProblemPlusJSONResponseBodyCodeUnknownTemplate      PostNotification422ApplicationProblemPlusJSONResponseBodyCode = "unknown_template"
 )
@@ -1330,6 +1337,8 @@ func (e PostNotification422ApplicationProblemPlusJSONResponseBodyCode) Valid() b
 	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeChannelUnavailable:
 		return true
 	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeIdempotencyKeyReused:
+		return true
+	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodePriorityNotAccepted:
 		return true
 	case PostNotification422ApplicationProblemPlusJSONResponseBodyCodeTemplateRenderFailed:
 		return true
