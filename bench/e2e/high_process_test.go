@@ -132,7 +132,7 @@ type highChildConfig struct {
 	Prefix      string
 	// BackendNice, when set, is the nice value of the PostgreSQL backend of each of the HIGH
 	// process's connections (BENCH_HIGH_PG_NICE): the local stack's server runs on this
-	// machine, so the backends that claim and record HIGH deliveries can be given the CPU
+	// machine, so the backends that accept, claim and record HIGH deliveries can be given the CPU
 	// ahead of the expander's, the walsender's and LOW's, to measure how much of HIGH's wait
 	// is PostgreSQL's CPU. A managed database offers no such knob.
 	BackendNice *int
@@ -365,15 +365,7 @@ func runHighLane(c highChildConfig) error {
 		return err
 	}
 	cfg.MaxConns = c.PoolConns
-	if c.BackendNice != nil {
-		cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			var pid int
-			if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				return err
-			}
-			return syscall.Setpriority(syscall.PRIO_PROCESS, pid, *c.BackendNice)
-		}
-	}
+	c.niceBackends(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -429,6 +421,21 @@ func runHighLane(c highChildConfig) error {
 	return nil
 }
 
+// niceBackends gives each connection of cfg's pool a backend at c.BackendNice, when it is set.
+func (c highChildConfig) niceBackends(cfg *pgxpool.Config) {
+	if c.BackendNice == nil {
+		return
+	}
+	nice := *c.BackendNice
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		var pid int
+		if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		return syscall.Setpriority(syscall.PRIO_PROCESS, pid, nice)
+	}
+}
+
 // serveHighAPI serves HIGH's API in the HIGH process, as startStack builds the API: a pool of
 // c.APIConns, HIGH's own connections opened before serving, HIGH published at its accept.
 func serveHighAPI(ctx context.Context, c highChildConfig) (*httptest.Server, error) {
@@ -438,6 +445,7 @@ func serveHighAPI(ctx context.Context, c highChildConfig) (*httptest.Server, err
 			return nil, err
 		}
 		cfg.MaxConns = conns
+		c.niceBackends(cfg)
 		return pgxpool.NewWithConfig(ctx, cfg)
 	}
 	pool, err := newPool(c.APIConns)
