@@ -13,13 +13,7 @@ import (
 // events.Config, with the schedule of the Standard Webhooks specification by default, and a
 // bad schedule is refused before anything starts.
 func TestServeEventsRoleFlags(t *testing.T) {
-	parse := func(args ...string) (serveConfig, error) {
-		var c serveConfig
-		f := newFlags("serve")
-		c.register(f)
-		require.NoError(t, f.Parse(args))
-		return c, c.validate()
-	}
+	parse := func(args ...string) (serveConfig, error) { return parseServe(t, args...) }
 	c, err := parse()
 	require.NoError(t, err)
 	require.True(t, c.has("events"), "on by default, with dispatch")

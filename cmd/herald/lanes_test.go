@@ -74,13 +74,7 @@ func TestHighOnlyDispatchProcess(t *testing.T) {
 // one by default; HIGH alone makes the process an OTP pool's; a name that is no priority, one
 // named twice, or none at all is refused with the flag's name.
 func TestServeIngestPrioritiesFlag(t *testing.T) {
-	parse := func(args ...string) (serveConfig, error) {
-		var c serveConfig
-		f := newFlags("serve")
-		c.register(f)
-		require.NoError(t, f.Parse(args))
-		return c, c.validate()
-	}
+	parse := func(args ...string) (serveConfig, error) { return parseServe(t, args...) }
 	c, err := parse()
 	require.NoError(t, err)
 	require.Equal(t, herald.Priorities, c.Ingest.Priorities)

@@ -13,11 +13,8 @@ import (
 // flag's name.
 func TestServeRedriveLotSizeFlag(t *testing.T) {
 	parse := func(args ...string) (redrive.Config, error) {
-		var c serveConfig
-		f := newFlags("serve")
-		c.register(f)
-		require.NoError(t, f.Parse(args))
-		return c.Redrive, c.validate()
+		c, err := parseServe(t, args...)
+		return c.Redrive, err
 	}
 	cfg, err := parse()
 	require.NoError(t, err)

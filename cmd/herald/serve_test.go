@@ -26,15 +26,23 @@ func TestServeBuildFailureLeavesNothingRunning(t *testing.T) {
 	require.ErrorContains(t, err, "concurrency")
 }
 
+// parseServe is `herald serve`'s configuration from args (and the HERALD_* variables), with
+// the error of its validation.
+func parseServe(t *testing.T, args ...string) (serveConfig, error) {
+	t.Helper()
+	var c serveConfig
+	f := newFlags("serve")
+	c.register(f)
+	require.NoError(t, f.Parse(args))
+	return c, c.validate()
+}
+
 // The reaper's SENDING lease must outlast a worker's hold on a row, or a second worker calls
 // the provider while the first call is still in flight.
 func TestServeRejectsSendingLeaseShorterThanSendHold(t *testing.T) {
 	parse := func(args ...string) error {
-		var c serveConfig
-		f := newFlags("serve")
-		c.register(f)
-		require.NoError(t, f.Parse(args))
-		return c.validate()
+		_, err := parseServe(t, args...)
+		return err
 	}
 	require.NoError(t, parse())
 	require.NoError(t, parse("--send-timeout", "4m", "--rate-limits", "sms:twilio=5"))
