@@ -75,7 +75,7 @@ func apikeyCommand(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("apikey %s: the client id is required", cmd)
 		}
 	}
-	pool, err := openPool(ctx, c)
+	pool, err := openPool(ctx, c, "herald-apikey")
 	if err != nil {
 		return err
 	}

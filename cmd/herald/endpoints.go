@@ -62,7 +62,7 @@ func newEventsRole(ctx context.Context, c serveConfig, log *zap.Logger) (*events
 	}
 	pc := c.commonConfig
 	pc.MaxConns = endpointsPoolConns
-	pool, err := openPool(ctx, pc)
+	pool, err := openPool(ctx, pc, "herald-events")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,7 +25,7 @@ func TestEventsFlags(t *testing.T) {
 	require.Equal(t, "ev", c.Relay.cfg.EventsTopic)
 	require.EqualValues(t, 3, c.Relay.cfg.EventsPartitions)
 	c.DatabaseURL = stacktest.PostgresURL(t)
-	pool, err := openPool(context.Background(), c.commonConfig)
+	pool, err := openPool(context.Background(), c.commonConfig, "herald")
 	require.NoError(t, err)
 	defer pool.Close()
 	var on bool

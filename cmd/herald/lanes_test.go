@@ -142,4 +142,11 @@ func TestOTPPoolProcess(t *testing.T) {
 	require.NotContains(t, started(otp), "re-drive executor")
 	require.Contains(t, started(otp), "dispatch")
 	require.Subset(t, started(rest), []string{"campaign expander", "re-drive executor", "relay", "dispatch"})
+
+	// Each pool's sessions are named after their work (application_name): the pool's HIGH
+	// accepts apart from the main pool, dispatch's, the relay's and the expander's.
+	var names []string
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT array_agg(DISTINCT application_name)
+		FROM pg_stat_activity WHERE datname = current_database()`).Scan(&names))
+	require.Subset(t, names, []string{"herald", "herald-high", "herald-dispatch", "herald-relay", "herald-expander"})
 }

@@ -28,8 +28,16 @@ func (c *commonConfig) register(f *envFlags) {
 	f.String(&c.LogFormat, "log-format", "json", "log format: json or console")
 }
 
-func openPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
-	pool, err := pgpool.New(ctx, c.DatabaseURL, int32(c.MaxConns), c.sessionSettings)
+// openPool opens a pool of c.MaxConns connections whose sessions are named name
+// (application_name, unless the URL names them; docs/operations.md) and checks that one
+// connects.
+func openPool(ctx context.Context, c commonConfig, name string) (*pgxpool.Pool, error) {
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), c.sessionSettings)
+	if err != nil {
+		return nil, err
+	}
+	pgpool.Named(cfg, name)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -47,7 +55,7 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, c)
+	pool, err := openPool(ctx, c, "herald-migrate")
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 // TestOpenPoolSessionsHaveJITOff: every pool the subcommands open carries herald's session
 // settings (internal/pgpool), and --database-max-conns bounds it.
 func TestOpenPoolSessionsHaveJITOff(t *testing.T) {
-	pool, err := openPool(t.Context(), commonConfig{DatabaseURL: stacktest.PostgresURL(t), MaxConns: 3})
+	pool, err := openPool(t.Context(), commonConfig{DatabaseURL: stacktest.PostgresURL(t), MaxConns: 3}, "herald-migrate")
 	require.NoError(t, err)
 	defer pool.Close()
 	var jit string

@@ -256,7 +256,7 @@ func TestSecurePostgresVerifyFull(t *testing.T) {
 	}
 	for _, host := range []string{"127.0.0.1", "localhost"} {
 		c := serveFlags(t, "--database-url", url(host, pg.TLS.CAFile))
-		pool, err := openPool(ctx, c.commonConfig)
+		pool, err := openPool(ctx, c.commonConfig, "herald")
 		require.NoError(t, err, host)
 		var ssl bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl))
@@ -265,7 +265,7 @@ func TestSecurePostgresVerifyFull(t *testing.T) {
 	}
 
 	other := privatestack.NewTLSFiles(t, t.TempDir())
-	_, err := openPool(ctx, serveFlags(t, "--database-url", url("127.0.0.1", other.CAFile)).commonConfig)
+	_, err := openPool(ctx, serveFlags(t, "--database-url", url("127.0.0.1", other.CAFile)).commonConfig, "herald")
 	var verr *tls.CertificateVerificationError
 	require.True(t, errors.As(err, &verr), "want a certificate verification error, got %v", err)
 }

@@ -204,7 +204,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}()
 
-	pool, err := openPool(ctx, c.commonConfig)
+	pool, err := openPool(ctx, c.commonConfig, "herald")
 	if err != nil {
 		return err
 	}
@@ -452,7 +452,7 @@ const relayPoolConns = 4
 func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, func(), error) {
 	pc := c.commonConfig
 	pc.MaxConns = relayPoolConns
-	pool, err := openPool(ctx, pc)
+	pool, err := openPool(ctx, pc, "herald-relay")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -485,7 +485,7 @@ const expanderPoolConns = 2
 func expanderPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 	pc := c.commonConfig
 	pc.MaxConns = expanderPoolConns
-	return openPool(ctx, pc)
+	return openPool(ctx, pc, "herald-expander")
 }
 
 // highAcceptPool is HIGH POSTs' own connections (ingest.HighPool), one per slot of the
@@ -501,6 +501,7 @@ func highAcceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	pgpool.Named(cfg, "herald-high")
 	cfg.MinConns = n
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -532,7 +533,7 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	for _, p := range cfg.Run {
 		pc.MaxConns += cfg.Lanes[p].Concurrency
 	}
-	pool, err := openPool(ctx, pc)
+	pool, err := openPool(ctx, pc, "herald-dispatch")
 	if err != nil {
 		return nil, nil, err
 	}

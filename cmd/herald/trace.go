@@ -42,7 +42,7 @@ func runTrace(ctx context.Context, args []string) error {
 		return errors.New("usage: herald trace [--json] [--jaeger-url URL] NOTIFICATION-ID | DELIVERY-ID | --client CLIENT IDEMPOTENCY-KEY")
 	}
 	c.MaxConns = 2
-	pool, err := openPool(ctx, c.commonConfig)
+	pool, err := openPool(ctx, c.commonConfig, "herald-trace")
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,16 @@ func NewConfig(connString string, maxConns int32, settings ...map[string]string)
 	return cfg, nil
 }
 
+// Named names the sessions of cfg's pool: application_name, which pg_stat_activity, the
+// server's log (%a) and pg_stat_statements' callers show, so that an operator can tell the
+// API's sessions from dispatch's, the relay's and the expander's. A name the connection string
+// sets is kept.
+func Named(cfg *pgxpool.Config, name string) {
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
+	}
+}
+
 // Warm opens n of pool's connections now, at once (pgxpool opens them on demand, and a
 // connection's start-up, TCP, authentication and the session settings, is tens of
 // milliseconds on a busy machine): each is held until every one is open, then released to

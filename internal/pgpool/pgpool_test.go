@@ -79,3 +79,16 @@ func TestWarmOpensTheConnections(t *testing.T) {
 	require.NoError(t, pgpool.Warm(ctx, pool, 10))
 	require.EqualValues(t, 4, pool.Stat().TotalConns(), "at most MaxConns")
 }
+
+// Named names a pool's sessions unless the connection string names them already.
+func TestNamedKeepsTheURLsName(t *testing.T) {
+	cfg, err := pgpool.ParseConfig("postgres://herald@db.internal/herald")
+	require.NoError(t, err)
+	pgpool.Named(cfg, "herald-dispatch")
+	require.Equal(t, "herald-dispatch", cfg.ConnConfig.RuntimeParams["application_name"])
+
+	cfg, err = pgpool.ParseConfig("postgres://herald@db.internal/herald?application_name=orders-herald")
+	require.NoError(t, err)
+	pgpool.Named(cfg, "herald-dispatch")
+	require.Equal(t, "orders-herald", cfg.ConnConfig.RuntimeParams["application_name"])
+}
