@@ -62,6 +62,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	loadBefore := result.LoadAverage()
 
 	hc := watchHigh(ctx, b, s)
+	sched := watchHighSched(ctx, s)
 	var refused atomic.Int64
 
 	b.ResetTimer()
@@ -184,6 +185,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 			}
 		}
 		r.Latencies(ph.name, "HIGH due → provider call", h, "≤ 20")
+		sched.report(r, ph.name, ph.from, ph.to, h.TotalCount())
 		r.Add(result.Figure{Group: ph.name, Name: "LOW sent", Value: float64(low) / ph.to.Sub(ph.from).Seconds(), Unit: "deliveries/s", Better: "higher"})
 		r.Add(result.Figure{Group: ph.name, Name: "max provider calls in a 1 s window", Value: float64(maxInWindow(inPhase, time.Second)),
 			Unit: "calls", Target: fmt.Sprintf("≤ %d", limit)})
@@ -199,6 +201,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		}
 	}
 	r.Chart(cdf)
+	sched.note(r)
 	secs := int(end.Add(drain).Sub(start)/time.Second) + 1
 	r.Chart(result.Chart{File: "high-over-time", Title: "HIGH due → provider call per second (by due time)", Kind: "line",
 		XLabel: "seconds since the campaign POST", YLabel: "latency (ms)",
