@@ -99,7 +99,7 @@ func One(t testing.TB, db Beginner, s Spec) string {
 const insertBatch = 1000
 
 // TryInsert is Insert returning its error, for goroutines and for tests that cut the
-// connection on purpose.
+// connection on purpose. On an error it returns no ids.
 func TryInsert(ctx context.Context, db Beginner, n int, s Spec) ([]string, error) {
 	s = s.withDefaults()
 	tx, err := db.Begin(ctx)
@@ -174,7 +174,12 @@ func TryInsert(ctx context.Context, db Beginner, n int, s Spec) ([]string, error
 			return nil, err
 		}
 	}
-	return ids, tx.Commit(ctx)
+	// No ids without a commit: a commit cut short (its context ended, its connection lost)
+	// has an unknown outcome, and an id returned then would be counted as inserted.
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return ids, nil
 }
 
 // placeSQL is a fixture, not a transition: it puts fresh rows in the state a test starts
