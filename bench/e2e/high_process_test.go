@@ -203,10 +203,9 @@ func startHighChild(b *testing.B, c highChildConfig) *highChild {
 	heraldtest.Must(b, cmd.Start())
 	go h.read(b, out)
 	b.Cleanup(h.stop)
-	// The autogroup's nice value is its CPU weight against every other group (sched(7)). Without
-	// the right to raise it (not root), the process runs at the default weight and the
-	// scenario's load says so.
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", cmd.Process.Pid), []byte(strconv.Itoa(highNice())), 0); err != nil {
+	// Without the right to raise its weight (not root), the process runs at the default weight
+	// and the scenario's load says so.
+	if err := setAutogroupNice(cmd.Process.Pid, highNice()); err != nil {
 		h.shareErr = err
 		b.Logf("HIGH process CPU share left at the default: %v", err)
 	}
@@ -445,12 +444,17 @@ func (c highChildConfig) highSessions(cfg *pgxpool.Config) {
 		if err := syscall.Setpriority(syscall.PRIO_PROCESS, pid, nice); err != nil {
 			return err
 		}
-		group := fmt.Sprintf("/proc/%d/autogroup", pid)
-		if b, err := os.ReadFile(group); err != nil || len(b) == 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid)); err != nil || len(b) == 0 {
 			return nil // no autogroup: a cgroup's task group schedules it
 		}
-		return os.WriteFile(group, []byte(strconv.Itoa(nice)), 0)
+		return setAutogroupNice(pid, nice)
 	}
+}
+
+// setAutogroupNice sets the nice value of pid's autogroup, its CPU weight against every other
+// group (sched(7)); raising it needs root.
+func setAutogroupNice(pid, nice int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", pid), []byte(strconv.Itoa(nice)), 0)
 }
 
 // serveHighAPI serves HIGH's API in the HIGH process, as startStack builds the API: a pool of

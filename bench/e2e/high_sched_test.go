@@ -67,7 +67,8 @@ func (h *highSched) sample(ctx context.Context, s *stack) {
 		if rows.Scan(&pid) != nil {
 			return
 		}
-		f := strings.Fields(readFile(fmt.Sprintf("/proc/%d/schedstat", pid))) // "cpu_ns wait_ns timeslices"
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid)) // "cpu_ns wait_ns timeslices"
+		f := strings.Fields(string(raw))
 		if len(f) < 2 {
 			continue
 		}
@@ -89,14 +90,6 @@ func (h *highSched) sample(ctx context.Context, s *stack) {
 		return
 	}
 	h.samples = append(h.samples, smp)
-}
-
-func readFile(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }
 
 // between is what the backends ran and waited from the sample nearest from to the one

@@ -34,7 +34,7 @@ func (c *commonConfig) register(f *envFlags) {
 func openPool(ctx context.Context, c commonConfig, name string) (*pgxpool.Pool, error) {
 	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), c.sessionSettings)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open database: %w", err)
 	}
 	pgpool.Named(cfg, name)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
