@@ -3,10 +3,12 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -154,6 +156,44 @@ func TestReceiptBeforeSendIsHeldThenApplied(t *testing.T) {
 	require.Contains(t, dropped, "sms:twilio")
 	require.Zero(t, held(t, pool, unknown))
 }
+
+// TestApplyHeldWithNothingHeldIsOneStatement: after a send with no receipt held, nearly
+// every one, ApplyHeld runs one statement and no transaction.
+func TestApplyHeldWithNothingHeldIsOneStatement(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	id := deliverytest.One(t, pool, deliverytest.Spec{Status: herald.StatusSending, Attempts: 1})
+	ok, err := delivery.Record(ctx, pool, id, 1, time.Now(), sendOutcome())
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	cfg := pool.Config()
+	log := &statementLog{}
+	cfg.ConnConfig.Tracer = log
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	applied, err := delivery.ApplyHeld(ctx, traced, []string{id})
+	require.NoError(t, err)
+	require.Empty(t, applied)
+	require.Len(t, log.statements, 1, "statements run: %q", log.statements)
+}
+
+// statementLog is a pgx tracer that keeps the text of every statement run.
+type statementLog struct {
+	mu         sync.Mutex
+	statements []string
+}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.statements = append(l.statements, data.SQL)
+	return ctx
+}
+
+func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TestReceiptRacesTheSendCommit: the outcome's transaction has written SENT but not committed
 // when the receipt comes. The receipt waits for the row (it reads SENDING otherwise, and the
