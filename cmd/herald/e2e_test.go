@@ -68,11 +68,14 @@ func newE2E(t *testing.T, users int, simArgs ...string) *e2e {
 // newE2EWith is newE2E with extra flags for herald serve.
 func newE2EWith(t *testing.T, users int, serveArgs []string, simArgs ...string) *e2e {
 	t.Helper()
-	e := &e2e{st: newStack(t), addr: heraldtest.FreeAddr(t), serveArgs: serveArgs}
+	e := &e2e{st: newStack(t), serveArgs: serveArgs}
 	// The simulator checks every webhook's signature with the secret of the test's client.
 	var secret string
 	e.key, secret = e.st.apiClient(t)
 	e.sim = startSim(t, append(simArgs, "--sim-webhook-secret", secret)...)
+	// herald's address is picked once the simulator holds its ports: picked before, the port
+	// could be freed and handed to the simulator's listener, and herald serve could not bind it.
+	e.addr = heraldtest.FreeAddr(t)
 	pool, err := pgxpool.New(context.Background(), e.st.dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
