@@ -100,7 +100,7 @@ func (l *lane) lease(ctx context.Context, ws []*work, end func(*work, result)) [
 	keys := make([]leaseKey, len(ws))
 	spans := make([]trace.Span, len(ws))
 	for i, w := range ws {
-		keys[i] = leaseKey{id: w.r.ID, attempt: w.r.Attempts + 1}
+		keys[i] = w.leaseKey()
 		_, spans[i] = tracer.Start(w.ctx, "dispatch.lease", trace.WithAttributes(attribute.Int("herald.attempt", keys[i].attempt)))
 	}
 	held, skipped := d.leases.acquireMany(ctx, keys, d.token, l.leaseTTL(), d.redisTimeout)
@@ -127,8 +127,16 @@ func (l *lane) release(w *work) {
 		return
 	}
 	w.leased = false
-	l.d.leases.releaseMany(context.WithoutCancel(w.ctx), []leaseKey{{id: w.r.ID, attempt: w.r.Attempts + 1}},
-		l.d.token, l.d.redisTimeout)
+	l.d.leases.releaseMany(context.WithoutCancel(w.ctx), []leaseKey{w.leaseKey()}, l.d.token, l.d.redisTimeout)
+}
+
+// leaseKey is the lease of the attempt w is to make: the one after its row's read or, before
+// a read (claimFirst), the one after its record's.
+func (w *work) leaseKey() leaseKey {
+	if w.r == nil {
+		return leaseKey{id: w.id, attempt: w.msg.Attempts + 1}
+	}
+	return leaseKey{id: w.r.ID, attempt: w.r.Attempts + 1}
 }
 
 // attempt makes the attempt of a leased record: claimed says whether the batch's claim took
@@ -149,6 +157,11 @@ func (l *lane) attempt(ctx context.Context, w *work, cl delivery.Claimed, claime
 	if !claimed {
 		return resAgain
 	}
+	return l.sendClaimed(w, cl)
+}
+
+// sendClaimed makes the attempt cl that w's claim took.
+func (l *lane) sendClaimed(w *work, cl delivery.Claimed) result {
 	w.claimed = cl
 	if err := l.send(w); err != nil {
 		w.err = err

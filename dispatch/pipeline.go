@@ -148,6 +148,10 @@ func (l *lane) pass(ctx context.Context, ws []*work, end func(*work, result)) {
 	if len(ws) == 0 {
 		return
 	}
+	if len(ws) == 1 && claimsFirst(ws[0]) {
+		l.claimFirst(ctx, ws[0], end)
+		return
+	}
 	ids := make([]string, len(ws))
 	for i, w := range ws {
 		ids[i] = w.id

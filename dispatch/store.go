@@ -77,7 +77,11 @@ type row struct {
 // (docs/benchmarks.md, "Rows read per delivery"). The LIMIT keeps PostgreSQL from turning the
 // look-ups back into joins.
 const loadDaySQL = `
-SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
+SELECT ` + loadColumns + loadFrom + `
+WHERE d.id = ANY($1::text[]::uuid[])` + loadWithin
+
+// loadColumns are the columns of a delivery's read (scanRow).
+const loadColumns = `d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempts, d.expires_at, d.created_at,
        d.next_attempt_at <= now(),
        d.expires_at IS NOT NULL AND d.expires_at <= now(),
        now(),
@@ -88,7 +92,10 @@ SELECT d.id::text, d.notification_id, d.channel, d.priority, d.status, d.attempt
        CASE WHEN d.channel = 'PUSH' THEN ` + pushtoken.NotificationJSON + ` END,
        CASE WHEN a.attempt > d.attempts_at_redrive THEN a.outcome END,
        a.provider,
-       d.attempts_at_redrive
+       d.attempts_at_redrive`
+
+// loadFrom is the read's FROM: the delivery d and its look-ups.
+const loadFrom = `
 FROM delivery d
 JOIN LATERAL (SELECT n.client_id, n.user_id, n.template, n.category, n.payload, n.recipient
                 FROM notification n
@@ -101,21 +108,36 @@ LEFT JOIN LATERAL (SELECT a.attempt, a.outcome, a.provider
                     LIMIT 1) a ON true
 LEFT JOIN template t ON t.name = n.template
 LEFT JOIN user_contact c ON c.user_id = n.user_id
-LEFT JOIN user_preference p ON p.user_id = n.user_id
-WHERE d.id = ANY($1::text[]::uuid[]) AND d.id >= '{from}'::uuid AND d.id < '{to}'::uuid`
+LEFT JOIN user_preference p ON p.user_id = n.user_id`
+
+// loadWithin bounds d.id to the day's range of ids.
+const loadWithin = ` AND d.id >= '{from}'::uuid AND d.id < '{to}'::uuid`
 
 // loadStatement is loadDaySQL for day, its bounds filled in; a day's text is made once.
 func loadStatement(day partition.Day) string {
-	if sql, ok := loadByDay.Load(day); ok {
+	return dayStatement(loadKey{day: day}, loadDaySQL)
+}
+
+// dayStatement is sql with the bounds of key's day filled in, made once and kept in loadByDay
+// under key.
+func dayStatement(key loadKey, sql string) string {
+	if sql, ok := loadByDay.Load(key); ok {
 		return sql.(string)
 	}
-	sql := strings.NewReplacer("{before}", day.Add(-1).Lower().String(), "{from}", day.Lower().String(),
-		"{to}", day.Add(1).Lower().String()).Replace(loadDaySQL)
-	stored, _ := loadByDay.LoadOrStore(day, sql)
+	sql = strings.NewReplacer("{before}", key.day.Add(-1).Lower().String(), "{from}", key.day.Lower().String(),
+		"{to}", key.day.Add(1).Lower().String()).Replace(sql)
+	stored, _ := loadByDay.LoadOrStore(key, sql)
 	return stored.(string)
 }
 
-// loadByDay holds loadStatement's texts by day: one a day, a few kB.
+// loadKey names a day's read: the read alone (loadDaySQL), or the read with the claim of a
+// first attempt (claimReadSQL), whose commit is prompt or not.
+type loadKey struct {
+	day           partition.Day
+	claim, prompt bool
+}
+
+// loadByDay holds the texts of the day's reads by loadKey: at most three a day, a few kB each.
 var loadByDay sync.Map
 
 // loadMany reads the deliveries of ids, one or many, one query per UTC day of the ids (almost
@@ -164,11 +186,16 @@ func (r *row) expiredNow() bool {
 }
 
 func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
+	return scanRowWith(s, loadedAt)
+}
+
+// scanRowWith scans a row of loadColumns, and then the columns after them into more.
+func scanRowWith(s pgx.Row, loadedAt time.Time, more ...any) (*row, error) {
 	r := &row{loadedAt: loadedAt}
-	err := s.Scan(&r.ID, &r.NotificationID, &r.Channel, &r.Priority,
+	err := s.Scan(append([]any{&r.ID, &r.NotificationID, &r.Channel, &r.Priority,
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,
 		&r.ClientID, &r.UserID, &r.Template, &r.Category, &r.Payload, &r.To, &r.Content,
 		&r.Email, &r.Phone, &r.WebhookURL, &r.Locale, &r.TimeZone,
-		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.LastProvider, &r.RedriveBase)
+		&r.QuietStart, &r.QuietEnd, &r.PushTokens, &r.LastOutcome, &r.LastProvider, &r.RedriveBase}, more...)...)
 	return r, err
 }

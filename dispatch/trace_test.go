@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,23 +11,44 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldhq/herald"
 )
 
-// The worker continues the trace of the record's traceparent header, with spans for the
-// lease, the rate-limit decision and the send, each carrying the attempt number. Not
-// parallel: it swaps the global tracer provider.
-func TestTraceContinuesFromRecordHeaders(t *testing.T) {
+// spans records the spans of every test of the package that looks at them: the global tracer
+// provider takes its delegate once, so one recorder serves them all, and each test picks its
+// own spans by delivery id (deliverSpans).
+var spans = sync.OnceValue(func() *tracetest.SpanRecorder {
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(t.Context())
-	})
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	return rec
+})
 
+// deliverSpans are the ended dispatch.deliver spans of delivery id, and the ended spans under
+// them.
+func deliverSpans(id string) (delivers, children []sdktrace.ReadOnlySpan) {
+	ended := spans().Ended()
+	mine := map[trace.SpanID]bool{}
+	for _, sp := range ended {
+		if sp.Name() == "dispatch.deliver" && slices.Contains(sp.Attributes(), attribute.String("herald.delivery_id", id)) {
+			delivers = append(delivers, sp)
+			mine[sp.SpanContext().SpanID()] = true
+		}
+	}
+	for _, sp := range ended {
+		if mine[sp.Parent().SpanID()] {
+			children = append(children, sp)
+		}
+	}
+	return delivers, children
+}
+
+// The worker continues the trace of the record's traceparent header, with spans for the
+// lease, the rate-limit decision and the send, each carrying the attempt number.
+func TestTraceContinuesFromRecordHeaders(t *testing.T) {
+	t.Parallel()
+	spans()
 	e := newEnv(t)
 	e.start(e.config(), nil, smsOnly(&MemorySender{}))
 	id := e.insert(fixture{})
@@ -34,7 +57,8 @@ func TestTraceContinuesFromRecordHeaders(t *testing.T) {
 
 	byName := map[string]sdktrace.ReadOnlySpan{}
 	require.Eventually(t, func() bool {
-		for _, s := range rec.Ended() {
+		delivers, children := deliverSpans(id)
+		for _, s := range append(delivers, children...) {
 			byName[s.Name()] = s
 		}
 		return len(byName) >= 4

@@ -255,6 +255,7 @@ kafka_up() {
 			die "kafka: port 127.0.0.1:$p is taken by another process; set HERALD_KAFKA_PORT / HERALD_KAFKA_CONTROLLER_PORT"
 		fi
 	done
+	reserve_ports "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SECURE_PORT"
 	kafka_java
 	mkdir -p "$KAFKA_DIR"
 	kafka_libs

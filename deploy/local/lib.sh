@@ -48,6 +48,25 @@ apt_install() {
 		die "apt-get install $* failed"
 }
 
+# reserve_ports PORT...: the kernel no longer gives PORTs out as the local end of outgoing
+# connections (net.ipv4.ip_local_reserved_ports), where that can be set (root). The stack's
+# ports lie in the ephemeral range (32768-60999), and Kafka's broker connects to its own
+# controller before it binds its listener: the kernel chooses a connection's local port from
+# a hash of its addresses and a key drawn at boot, so on a boot where that choice was the
+# listener's port, the broker failed with "Address already in use" on every start. Without
+# root the ports stay as they are.
+reserve_ports() {
+	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur p add=""
+	[ -w "$f" ] || return 0
+	cur="$(cat "$f")"
+	for p in "$@"; do
+		[ -n "$p" ] || continue
+		case ",$cur," in *",$p,"*) continue ;; esac
+		add+="${add:+,}$p"
+	done
+	[ -z "$add" ] || echo "${cur:+$cur,}$add" 2>/dev/null >"$f" || true
+}
+
 # port_in_use PORT: something accepts connections on 127.0.0.1:PORT.
 port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null

@@ -61,9 +61,35 @@ WITH c AS (
        FOR UPDATE OF d` + locked + `)
 UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
   FROM c
- WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = c.id AND d.status IN ('PENDING', 'QUEUED') AND d.attempts = c.attempts
-   AND d.next_attempt_at <= now() AND (d.expires_at IS NULL OR d.expires_at > now())` + promptly + `
+ WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = c.id AND ` + claimable("c.attempts") + promptly + `
 RETURNING d.id::text, d.attempts, now()`
+}
+
+// claimable is the claim's compare-and-set on the newest version of delivery d, read with
+// attempts attempts: PENDING or QUEUED at that count, due and not expired by the database
+// clock.
+func claimable(attempts string) string {
+	return `d.status IN ('PENDING', 'QUEUED') AND d.attempts = ` + attempts + `
+   AND d.next_attempt_at <= now() AND (d.expires_at IS NULL OR d.expires_at > now())`
+}
+
+// ClaimOneSQL is the claim of one delivery, $1 (its id as text) read with $2 attempts, as a
+// statement of scalars for a caller to run as the data-modifying CTE of its own statement:
+// dispatch reads the row and claims it in one round trip (docs/dispatch.md, "A first attempt
+// claimed as it is read"). within bounds d.id as dayWithin does, with the caller's own
+// constants. It returns the delivery's id, the claimed attempt (attempt) and its started_at
+// (started_at, now()). A plain UPDATE waits for the row's lock as a batch of one does, and
+// PostgreSQL's READ COMMITTED rule evaluates the compare-and-set again on the newest version
+// once it has the lock. prompt: its commit does not wait for its WAL flush (promptCommit).
+func ClaimOneSQL(within string, prompt bool) string {
+	promptly := ""
+	if prompt {
+		promptly = promptCommit
+	}
+	return `
+UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
+ WHERE d.id = $1::text::uuid` + within + ` AND ` + claimable("$2::int") + promptly + `
+RETURNING d.id, d.attempts AS attempt, now() AS started_at`
 }
 
 // promptCommit, added to a claim's WHERE, sets synchronous_commit = off for the statement's
