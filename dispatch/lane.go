@@ -39,6 +39,7 @@ type lane struct {
 	outcomes *outcomeWriter
 
 	limit *adapt.Limiter // NORMAL and LOW: the adaptive share of Concurrency; nil for HIGH
+	hand  handoff        // records handed over in process (Dispatcher.Hand): HIGH's
 
 	cl       *kgo.Client
 	commitMu sync.Mutex    // serialises commits so that committed offsets only grow
@@ -95,7 +96,9 @@ func (l *lane) run(ctx context.Context) (cancelled int) {
 	parkCtx, stopParking := context.WithCancel(ctx)
 	parked := l.followLimit(parkCtx, w)
 
+	l.hand.open(workCtx, w, l.runBatch, func(it batchItem, settled bool) { l.freeSlot(w, it, settled) })
 	l.poll(ctx, workCtx, w)
+	l.hand.close()
 
 	stopParking()
 	<-parked
@@ -119,7 +122,7 @@ type workers struct {
 // freeSlot settles one record of a batch: its offset may be committed once settled (else the
 // shutdown deadline cut it off and it is left uncommitted), and its worker slot is free again.
 func (l *lane) freeSlot(w *workers, it batchItem, settled bool) {
-	if settled {
+	if settled && it.tr != nil { // a handed record (tr nil) has no offset
 		l.tracker.done(it.tr)
 	}
 	<-w.sem

@@ -30,10 +30,10 @@ import (
 // maxClaimBatch bounds how many records one batch reads, leases and claims together.
 const maxClaimBatch = 64
 
-// batchItem is one polled record of a batch.
+// batchItem is one polled record of a batch, or one handed over in process (Dispatcher.Hand).
 type batchItem struct {
 	rec *kgo.Record
-	tr  *tracked
+	tr  *tracked // the record's offset; nil for a handed record
 }
 
 // work is one record on its way through the path, across the passes it takes.

@@ -49,12 +49,26 @@ func PublishHigh(kafka *kgo.Client, topic string) Option {
 	}
 }
 
+// HandHigh makes the API hand each HIGH delivery that PublishHigh would publish to hand
+// first: the HIGH lane of a dispatcher in the same process (dispatch.Dispatcher.Hand), which
+// takes it without Kafka (docs/dispatch.md, "HIGH handed over in process"). A record hand
+// does not take (no HIGH lane running here, no free worker slot) is published as without it.
+// It needs PublishHigh.
+func HandHigh(hand func(*kgo.Record) bool) Option {
+	return func(a *API) {
+		if a.high != nil {
+			a.high.hand = hand
+		}
+	}
+}
+
 // highPublisher is the post-commit shortcut of PublishHigh.
 type highPublisher struct {
 	kafka *kgo.Client
 	topic string
+	hand  func(*kgo.Record) bool // HandHigh's, or nil
 	// published counts records by outcome: ok (Kafka acknowledged), failed (produce failed or
-	// the client's buffer was full); the relay's record covers both.
+	// the client's buffer was full; the relay's record covers both), handed (HandHigh).
 	published metric.Int64Counter
 }
 
@@ -62,6 +76,7 @@ type highPublisher struct {
 const (
 	highPublishOK     = "ok"
 	highPublishFailed = "failed"
+	highPublishHanded = "handed" // taken by the HIGH lane in process (HandHigh), not published
 )
 
 // promptAccept says whether the accept of in, when it is due at once, commits without
@@ -143,6 +158,12 @@ func (a *API) publishHigh(ctx context.Context, n delivery.Notification) {
 			a.highPublished(sctx, span, id, err)
 			continue
 		}
+		if p.hand != nil && p.hand(rec) {
+			span.SetAttributes(attribute.Bool("herald.handed", true))
+			a.countHigh(highPublishHanded)
+			span.End()
+			continue
+		}
 		// TryProduce never blocks the request: with the client's buffer full (Kafka away) it
 		// fails at once, and the relay's record is the one that counts.
 		p.kafka.TryProduce(context.WithoutCancel(sctx), rec, func(_ *kgo.Record, err error) {
@@ -163,8 +184,13 @@ func (a *API) highPublished(ctx context.Context, span trace.Span, id string, err
 				tracelog.Delivery(ctx, id), zap.Error(err))
 		}
 	}
+	a.countHigh(outcome)
+	span.End()
+}
+
+// countHigh counts one direct HIGH record by outcome.
+func (a *API) countHigh(outcome string) {
 	if a.high.published != nil {
 		a.high.published.Add(context.Background(), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 	}
-	span.End()
 }

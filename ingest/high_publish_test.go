@@ -218,3 +218,53 @@ func (l *stepLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDat
 
 // OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
 func (l *stepLog) OnProduceRecordBuffered(*kgo.Record) { l.add("record buffered") }
+
+// TestHandedHighIsNotPublished: with HandHigh, each HIGH record due at once goes to the hand
+// first, with the record's contract (value, headers); one the hand takes is not published,
+// one it refuses is published as without it.
+func TestHandedHighIsNotPublished(t *testing.T) {
+	t.Parallel()
+	topic := stacktest.KafkaTopics(t, map[string]int32{"high": 1})["high"]
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(t)...), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(kcl.Close)
+	var mu sync.Mutex
+	var handed []*kgo.Record
+	take := true
+	hand := func(rec *kgo.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		handed = append(handed, rec)
+		return take
+	}
+	e := newEnvWith(t, Config{}, zaptest.NewLogger(t), PublishHigh(kcl, topic), HandHigh(hand))
+	e.template("otp", "auth", "SMS")
+	post := func(key string) string {
+		res := e.do(http.MethodPost, "/api/notifications",
+			`{"userId":1,"template":"otp","priority":"HIGH","channels":["SMS"],"to":{"phone":"+15550000001"}}`,
+			map[string]string{"Idempotency-Key": key})
+		require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+		return res.json(t)["deliveries"].([]any)[0].(map[string]any)["id"].(string)
+	}
+	taken := post("taken")
+	mu.Lock()
+	take = false
+	mu.Unlock()
+	refused := post("refused")
+
+	mu.Lock()
+	require.Len(t, handed, 2, "every HIGH record goes to the hand first")
+	for i, id := range []string{taken, refused} {
+		msg, err := herald.UnmarshalDeliveryMessage(handed[i].Value)
+		require.NoError(t, err)
+		require.Equal(t, id, msg.DeliveryID)
+		require.Equal(t, topic, handed[i].Topic)
+	}
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, kcl.Flush(ctx))
+	recs := readTopic(ctx, t, topic)
+	require.Len(t, recs, 1, "only the record the hand refused is published")
+	require.Equal(t, refused, string(recs[0].Key))
+}

@@ -116,12 +116,16 @@ func startStack(b *testing.B, o options) *stack {
 		herald.PriorityHigh: topics["high"], herald.PriorityNormal: topics["normal"], herald.PriorityLow: topics["low"],
 	}
 	var apiOpts []ingest.Option
-	if publishHigh() { // as herald serve's --publish-high, with its producer options
+	var handTo func(*kgo.Record) bool // set before anything runs
+	if publishHigh() {                // as herald serve's --publish-high, with its producer options
 		hcl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(0),
 			kgo.RecordDeliveryTimeout(ingest.HighPublishTimeout), kgo.MaxBufferedRecords(ingest.HighPublishBuffer))
 		heraldtest.Must(b, err)
 		b.Cleanup(hcl.Close)
 		apiOpts = append(apiOpts, ingest.PublishHigh(hcl, byPriority[herald.PriorityHigh]))
+		if handHigh() { // the HIGH lane of this process's dispatcher, when it runs one (built below)
+			apiOpts = append(apiOpts, ingest.HandHigh(func(rec *kgo.Record) bool { return handTo != nil && handTo(rec) }))
+		}
 	}
 	// HIGH POSTs' own connections, opened before serving, as herald serve's (ingest.HighPool).
 	highPool := newPool(b, dbURL, int32(ingest.Config{}.HighReserve(int(o.poolConns))))
@@ -189,6 +193,7 @@ func startStack(b *testing.B, o options) *stack {
 		Adapt:       limits,
 	}, dispatchPool, rdb, map[herald.Channel]dispatch.Sender{herald.ChannelSMS: s.sender}, log)
 	heraldtest.Must(b, err)
+	handTo = d.Hand // false while HIGH runs in a process of its own: this one has no HIGH lane
 
 	runs := []func(context.Context) error{relay.Run, d.Run, ctl.Run}
 	if o.expander {
@@ -267,6 +272,13 @@ func adaptiveTolerance(b *testing.B) float64 {
 
 func publishHigh() bool {
 	v, err := strconv.ParseBool(os.Getenv("BENCH_PUBLISH_HIGH"))
+	return err != nil || v
+}
+
+// handHigh says whether an API that publishes HIGH hands its records to the HIGH lane of the
+// same process first, as herald serve's --hand-high (BENCH_HAND_HIGH, default on).
+func handHigh() bool {
+	v, err := strconv.ParseBool(os.Getenv("BENCH_HAND_HIGH"))
 	return err != nil || v
 }
 

@@ -393,7 +393,7 @@ func runHighLane(c highChildConfig) error {
 	}
 	var url string
 	if c.API {
-		srv, err := serveHighAPI(ctx, c)
+		srv, err := serveHighAPI(ctx, c, d.Hand)
 		if err != nil {
 			return err
 		}
@@ -458,8 +458,9 @@ func setAutogroupNice(pid, nice int) error {
 }
 
 // serveHighAPI serves HIGH's API in the HIGH process, as startStack builds the API: a pool of
-// c.APIConns, HIGH's own connections opened before serving, HIGH published at its accept.
-func serveHighAPI(ctx context.Context, c highChildConfig) (*httptest.Server, error) {
+// c.APIConns, HIGH's own connections opened before serving, HIGH published at its accept, or
+// handed to the process's HIGH lane (hand) as herald serve does.
+func serveHighAPI(ctx context.Context, c highChildConfig, hand func(*kgo.Record) bool) (*httptest.Server, error) {
 	newPool := func(conns int32) (*pgxpool.Pool, error) {
 		cfg, err := pgpool.ParseConfig(c.DatabaseURL)
 		if err != nil {
@@ -489,6 +490,9 @@ func serveHighAPI(ctx context.Context, c highChildConfig) (*httptest.Server, err
 		}
 		context.AfterFunc(ctx, hcl.Close)
 		opts = append(opts, ingest.PublishHigh(hcl, c.Topic))
+		if handHigh() {
+			opts = append(opts, ingest.HandHigh(hand))
+		}
 	}
 	api, err := ingest.New(ingest.Config{}, pool, zap.NewNop(), opts...)
 	if err != nil {

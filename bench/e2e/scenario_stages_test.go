@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -131,6 +132,7 @@ type stages struct {
 	// record that was dropped), from the accepting process's direct publish, and traces with
 	// more than one publish by the relay.
 	bySweeper, direct, republished int
+	handed                         int    // of direct: handed to the HIGH lane in process, not published
 	slowest                        string // the source of the slowest chain's publish
 	slowestTotal                   time.Duration
 	// tail is each stage's mean over the slowest 1 % of the chains (at least one), by accept →
@@ -253,6 +255,9 @@ func (st *stageTracer) breakdown(from, to time.Time) stages {
 			out.bySweeper++
 		case "ingest":
 			out.direct++
+			if slices.Contains(publish.Attributes(), attribute.Bool("herald.handed", true)) {
+				out.handed++
+			}
 		}
 		if c.publishes > 1 {
 			out.republished++
@@ -337,13 +342,17 @@ func (s stages) report(r *result.Result, phase string) {
 	}
 	r.Note("HIGH stages during the %s: %d HIGH deliveries with a complete chain of spans, %d without one (not sent when "+
 		"the run ended, or a span missing); %d sent from the accepting process's own record (published right after the "+
-		"commit), %d from the sweeper's, the rest from the relay's stream; %d published more than once by the relay "+
-		"(a row the reaper returned after its QUEUED lease is published again)%s.",
-		phase, s.traces, s.partial, s.direct, s.bySweeper, s.republished, slowest)
+		"commit, or, %d of them, handed to its HIGH lane in process without Kafka: for those, published → Kafka ack is "+
+		"the hand-over and Kafka ack → consumed the worker's start), %d from the sweeper's, the rest from the relay's "+
+		"stream; %d published more than once by the relay (a row the reaper returned after its QUEUED lease is "+
+		"published again)%s.",
+		phase, s.traces, s.partial, s.direct, s.handed, s.bySweeper, s.republished, slowest)
 	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "sent from the sweeper's record",
 		Value: float64(s.bySweeper), Unit: "count", Better: "lower"})
 	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "sent from the accepting process's record",
 		Value: float64(s.direct), Unit: "count"})
+	r.Add(result.Figure{Group: "HIGH stages, " + phase, Name: "of them handed over in process",
+		Value: float64(s.handed), Unit: "count"})
 	for _, name := range stageNames {
 		if n := s.negative[name]; n > 0 {
 			r.Note("%s, %s: in %d of %d HIGH deliveries the later boundary came first, counted as 1 µs (%s).",

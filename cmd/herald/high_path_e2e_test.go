@@ -89,16 +89,17 @@ func recordsByKey(t *testing.T, topic string) map[string]int {
 	return n
 }
 
-// In normal operation every HIGH delivery reaches Kafka twice — the accepting process's
-// record right after the commit and the relay's from the WAL — and the provider is called
-// once per delivery: dispatch drops the second record, the row having moved on.
+// In a process that does not hand HIGH to its own lane, every HIGH delivery reaches Kafka
+// twice — the accepting process's record right after the commit and the relay's from the
+// WAL — and the provider is called once per delivery: dispatch drops the second record, the
+// row having moved on.
 func TestHighPublishedTwiceCalledOnce(t *testing.T) {
 	t.Parallel()
 	st := newStack(t)
 	key := st.apiKey(t)
 	sm := startSim(t)
 	addr := heraldtest.FreeAddr(t)
-	st.serve(t, "serve", addr, sm, "--templates-dir", templatesDir(t))
+	st.serve(t, "serve", addr, sm, "--templates-dir", templatesDir(t), "--hand-high=false")
 	const n = 40
 	ids := make([]string, n)
 	for i := range ids {
@@ -118,6 +119,39 @@ func TestHighPublishedTwiceCalledOnce(t *testing.T) {
 	})
 	calls := callsByKey(sm.records(t))
 	for _, id := range ids {
+		require.Equal(t, 1, calls[id], "provider calls of delivery %s", id)
+	}
+}
+
+// A process that accepts HIGH and runs the HIGH lane (herald serve's defaults) hands each HIGH
+// delivery to its lane instead of publishing it: the only record on the topic is the relay's,
+// and the provider is called once per delivery.
+func TestHighHandedOverInProcessCalledOnce(t *testing.T) {
+	t.Parallel()
+	st := newStack(t)
+	key := st.apiKey(t)
+	sm := startSim(t)
+	addr := heraldtest.FreeAddr(t)
+	st.serve(t, "serve", addr, sm, "--templates-dir", templatesDir(t))
+	const n = 20
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = postOTP(t, addr, key, i)
+	}
+	waitSent(t, st.dsn, ids)
+	heraldtest.WaitFor(t, time.Minute, "the relay's record of every HIGH delivery", func() bool {
+		recs := recordsByKey(t, arg(st.args, "--topic-high"))
+		for _, id := range ids {
+			if recs[id] < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	recs := recordsByKey(t, arg(st.args, "--topic-high"))
+	calls := callsByKey(sm.records(t))
+	for _, id := range ids {
+		require.Equal(t, 1, recs[id], "records of delivery %s: the relay's only, the accepting process's was handed over", id)
 		require.Equal(t, 1, calls[id], "provider calls of delivery %s", id)
 	}
 }

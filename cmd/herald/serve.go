@@ -49,6 +49,7 @@ type serveConfig struct {
 	// ingestPriorities is --ingest-priorities, parsed into Ingest.Priorities by validate.
 	ingestPriorities []string
 	PublishHigh      bool
+	HandHigh         bool
 	Expander         campaign.ExpanderConfig
 	Redrive          redrive.Config
 	TemplatesDir     string
@@ -84,6 +85,7 @@ func (c *serveConfig) register(f *envFlags) {
 	f.Strings(&c.ingestPriorities, "ingest-priorities", []string{"HIGH", "NORMAL", "LOW"}, "priorities this process's API accepts; "+
 		"another is answered 422 priority_not_accepted. HIGH alone makes it an OTP pool's API, which runs no campaign expander and no re-drive executor")
 	f.Bool(&c.PublishHigh, "publish-high", ingest.DefaultPublishHigh, "an ingest process publishes each HIGH delivery it accepts to Kafka right after the commit, the relay's record from the WAL being the guarantee; false: the relay's only")
+	f.Bool(&c.HandHigh, "hand-high", true, "an ingest process that also runs dispatch's HIGH lane hands each HIGH delivery it accepts to that lane in process, without Kafka, when a worker slot is free, instead of publishing it (needs --publish-high)")
 	f.Int(&c.Expander.Rate, "campaign-rate", campaign.DefaultRate, "deliveries per second this process writes when it expands campaigns, leaving CPU and WAL bandwidth to HIGH; -1: unpaced")
 	f.Int(&c.Redrive.Rate, "redrive-rate", redrive.DefaultRate, "deliveries per second this process re-arms when it executes re-drives, paced like campaign expansion; -1: unpaced")
 	f.Int(&c.Redrive.LotSize, "redrive-lot-size", redrive.DefaultLotSize, "matched deliveries a re-drive reads and re-arms per transaction (1-10000): a smaller lot is a shorter burst of writes and WAL ahead of HIGH, a larger one costs less per delivery")
@@ -234,6 +236,12 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeHigh()
+	// The HIGH lane of this process's dispatcher (--hand-high), set once it is built, before
+	// anything runs.
+	var handHigh func(*kgo.Record) bool
+	if c.HandHigh && len(apiOpts) > 0 && c.has("dispatch") {
+		apiOpts = append(apiOpts, ingest.HandHigh(func(rec *kgo.Record) bool { return handHigh != nil && handHigh(rec) }))
+	}
 	if c.has("ingest") {
 		hp, err := highAcceptPool(ctx, c)
 		if err != nil {
@@ -318,6 +326,7 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		defer closeDispatch()
+		handHigh = d.Hand
 		runs = append(runs, component{"dispatch", d.Run})
 		api.ReadyWhen("dispatch", d.Ready)
 	}

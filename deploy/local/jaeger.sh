@@ -109,6 +109,7 @@ jaeger_up() {
 		return 0
 	fi
 	local p
+	reserve_ports "$JAEGER_OTLP_GRPC_PORT" "$JAEGER_OTLP_HTTP_PORT" "$JAEGER_UI_PORT" "$JAEGER_QUERY_GRPC_PORT" "$JAEGER_HEALTH_PORT"
 	for p in "$JAEGER_OTLP_GRPC_PORT" "$JAEGER_OTLP_HTTP_PORT" "$JAEGER_UI_PORT" "$JAEGER_QUERY_GRPC_PORT" "$JAEGER_HEALTH_PORT"; do
 		if port_in_use "$p"; then
 			die "jaeger: port 127.0.0.1:$p is taken by another process; set the HERALD_JAEGER_*_PORT variables"

@@ -50,10 +50,11 @@ apt_install() {
 
 # reserve_ports PORT...: the kernel no longer gives PORTs out as the local end of outgoing
 # connections (net.ipv4.ip_local_reserved_ports), where that can be set (root). The stack's
-# ports lie in the ephemeral range (32768-60999), and Kafka's broker connects to its own
-# controller before it binds its listener: the kernel chooses a connection's local port from
-# a hash of its addresses and a key drawn at boot, so on a boot where that choice was the
-# listener's port, the broker failed with "Address already in use" on every start. Without
+# ports lie in the ephemeral range (32768-60999), and a service that connects to one of its
+# own ports before it binds the others (Kafka's broker to its controller, Jaeger's pipelines)
+# can be handed one of them as its connection's local port: the kernel picks it from a hash
+# of the addresses and a key drawn at boot, so on such a boot the broker failed with "Address
+# already in use" on every start. Every service reserves its ports before it starts. Without
 # root the ports stay as they are.
 reserve_ports() {
 	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur p add=""

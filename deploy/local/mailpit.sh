@@ -48,6 +48,7 @@ mailpit_up() {
 		return 0
 	fi
 	local p
+	reserve_ports "$MAILPIT_SMTP_PORT" "$MAILPIT_UI_PORT"
 	for p in "$MAILPIT_SMTP_PORT" "$MAILPIT_UI_PORT"; do
 		if port_in_use "$p"; then
 			die "mailpit: port 127.0.0.1:$p is taken by another process; set HERALD_MAILPIT_SMTP_PORT / HERALD_MAILPIT_UI_PORT"

@@ -77,6 +77,7 @@ postgres_up() {
 	fi
 	postgres_install
 	postgres_init
+	reserve_ports "$PG_PORT"
 	if port_in_use "$PG_PORT"; then
 		die "postgres: port 127.0.0.1:$PG_PORT is taken by another process; set HERALD_PG_PORT"
 	fi

@@ -60,6 +60,7 @@ prometheus_up() {
 		say "prometheus already running (http://127.0.0.1:$PROMETHEUS_PORT, scrapes $PROMETHEUS_TARGET)"
 		return 0
 	fi
+	reserve_ports "$PROMETHEUS_PORT"
 	if port_in_use "$PROMETHEUS_PORT"; then
 		die "prometheus: port 127.0.0.1:$PROMETHEUS_PORT is taken by another process; set HERALD_PROMETHEUS_PORT"
 	fi

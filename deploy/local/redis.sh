@@ -64,6 +64,7 @@ redis_up() {
 	if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
 		apt_install redis-server redis-tools
 	fi
+	reserve_ports "$REDIS_PORT"
 	if port_in_use "$REDIS_PORT"; then
 		die "redis: port 127.0.0.1:$REDIS_PORT is taken by another process; set HERALD_REDIS_PORT"
 	fi
