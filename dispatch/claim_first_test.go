@@ -6,14 +6,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/partition"
-	"github.com/heraldhq/herald/internal/stacktest"
 )
 
 // TestFirstAttemptIsReadAndClaimedOnTheGenericPlan: first attempts of one day, read and
@@ -24,18 +22,12 @@ import (
 // statement of an old day holds only that day's partitions.
 func TestFirstAttemptIsReadAndClaimedOnTheGenericPlan(t *testing.T) {
 	t.Parallel()
-	shared := stacktest.Postgres(t)
+	shared, pool := oneConnPool(t)
 	ctx := context.Background()
-	cfg := shared.Config()
-	cfg.MaxConns, cfg.MinConns = 1, 0
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
 	const claims = 10
 	ids := deliverytest.Insert(t, pool, claims, deliverytest.Spec{})
 	deliverytest.Insert(t, pool, 20000, deliverytest.Spec{})
-	_, err = pool.Exec(ctx, "ANALYZE delivery, notification, delivery_attempt, user_contact, template")
-	require.NoError(t, err)
+	analyzeReads(t, pool)
 	for i, id := range ids {
 		r, cl, ok, err := claimRead(ctx, pool, id, 0, i%2 == 1)
 		require.NoError(t, err)

@@ -60,17 +60,11 @@ func TestBatchReadOfAnOldDayHoldsOnlyItsPartitions(t *testing.T) {
 // plans nothing.
 func TestReadOfOneDayIsPlannedOnce(t *testing.T) {
 	t.Parallel()
-	shared := stacktest.Postgres(t)
+	_, pool := oneConnPool(t)
 	ctx := context.Background()
-	cfg := shared.Config()
-	cfg.MaxConns, cfg.MinConns = 1, 0
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
 	const reads = 10
 	ids := deliverytest.Insert(t, pool, reads, deliverytest.Spec{})
-	_, err = pool.Exec(ctx, "ANALYZE delivery, notification, delivery_attempt, user_contact, template")
-	require.NoError(t, err)
+	analyzeReads(t, pool)
 	for _, id := range ids {
 		rows, err := loadMany(ctx, pool, []string{id})
 		require.NoError(t, err)
@@ -79,4 +73,25 @@ func TestReadOfOneDayIsPlannedOnce(t *testing.T) {
 	generic, custom := deliverytest.PreparedPlans(t, pool, `statement = $1`, loadStatement(partition.DayOfID(uuid.MustParse(ids[0]))))
 	require.Equal(t, reads, generic+custom, "every read ran the day's prepared statement")
 	require.Equal(t, reads, generic, "every read ran on the generic plan")
+}
+
+// oneConnPool is the test stack's database (shared) and a pool of one connection to it, whose
+// prepared statements a test can count.
+func oneConnPool(t *testing.T) (shared, pool *pgxpool.Pool) {
+	t.Helper()
+	shared = stacktest.Postgres(t)
+	cfg := shared.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return shared, pool
+}
+
+// analyzeReads gives the tables a delivery's read touches their statistics, as autovacuum
+// does to a day's partitions once they hold rows.
+func analyzeReads(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "ANALYZE delivery, notification, delivery_attempt, user_contact, template")
+	require.NoError(t, err)
 }

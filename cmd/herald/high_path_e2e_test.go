@@ -95,29 +95,7 @@ func recordsByKey(t *testing.T, topic string) map[string]int {
 // row having moved on.
 func TestHighPublishedTwiceCalledOnce(t *testing.T) {
 	t.Parallel()
-	st := newStack(t)
-	key := st.apiKey(t)
-	sm := startSim(t)
-	addr := heraldtest.FreeAddr(t)
-	st.serve(t, "serve", addr, sm, "--templates-dir", templatesDir(t), "--hand-high=false")
-	const n = 40
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = postOTP(t, addr, key, i)
-	}
-	waitSent(t, st.dsn, ids)
-	// Both records of every delivery are in Kafka before the relay marks or skips anything
-	// more; read the topic once every delivery is SENT.
-	heraldtest.WaitFor(t, time.Minute, "two records per HIGH delivery", func() bool {
-		recs := recordsByKey(t, arg(st.args, "--topic-high"))
-		for _, id := range ids {
-			if recs[id] < 2 {
-				return false
-			}
-		}
-		return true
-	})
-	calls := callsByKey(sm.records(t))
+	ids, _, calls := sendOTPs(t, 40, 2, "--hand-high=false")
 	for _, id := range ids {
 		require.Equal(t, 1, calls[id], "provider calls of delivery %s", id)
 	}
@@ -128,32 +106,39 @@ func TestHighPublishedTwiceCalledOnce(t *testing.T) {
 // and the provider is called once per delivery.
 func TestHighHandedOverInProcessCalledOnce(t *testing.T) {
 	t.Parallel()
+	ids, recs, calls := sendOTPs(t, 20, 1)
+	for _, id := range ids {
+		require.Equal(t, 1, recs[id], "records of delivery %s: the relay's only, the accepting process's was handed over", id)
+		require.Equal(t, 1, calls[id], "provider calls of delivery %s", id)
+	}
+}
+
+// sendOTPs serves herald (every role, with args) against a simulator, sends n HIGH OTPs and
+// waits until each is SENT and has at least records records on the HIGH topic (read once every
+// delivery is SENT: the relay marks or skips nothing more after that). It returns the
+// deliveries, their records and their provider calls.
+func sendOTPs(t *testing.T, n, records int, args ...string) (ids []string, recs, calls map[string]int) {
+	t.Helper()
 	st := newStack(t)
 	key := st.apiKey(t)
 	sm := startSim(t)
 	addr := heraldtest.FreeAddr(t)
-	st.serve(t, "serve", addr, sm, "--templates-dir", templatesDir(t))
-	const n = 20
-	ids := make([]string, n)
+	st.serve(t, "serve", addr, sm, append([]string{"--templates-dir", templatesDir(t)}, args...)...)
+	ids = make([]string, n)
 	for i := range ids {
 		ids[i] = postOTP(t, addr, key, i)
 	}
 	waitSent(t, st.dsn, ids)
-	heraldtest.WaitFor(t, time.Minute, "the relay's record of every HIGH delivery", func() bool {
-		recs := recordsByKey(t, arg(st.args, "--topic-high"))
+	heraldtest.WaitFor(t, time.Minute, fmt.Sprintf("%d records per HIGH delivery", records), func() bool {
+		recs = recordsByKey(t, arg(st.args, "--topic-high"))
 		for _, id := range ids {
-			if recs[id] < 1 {
+			if recs[id] < records {
 				return false
 			}
 		}
 		return true
 	})
-	recs := recordsByKey(t, arg(st.args, "--topic-high"))
-	calls := callsByKey(sm.records(t))
-	for _, id := range ids {
-		require.Equal(t, 1, recs[id], "records of delivery %s: the relay's only, the accepting process's was handed over", id)
-		require.Equal(t, 1, calls[id], "provider calls of delivery %s", id)
-	}
+	return ids, recordsByKey(t, arg(st.args, "--topic-high")), callsByKey(sm.records(t))
 }
 
 // kill -9 of the accepting process after its commit and before its own HIGH publish reached
