@@ -42,7 +42,7 @@ WHERE d.id = $1::text::uuid` + loadWithin
 }
 
 // claimReadSQLs are claimReadSQL's two texts, by prompt.
-var claimReadSQLs = [2]string{claimReadSQL(false), claimReadSQL(true)}
+var claimReadSQLs = map[bool]string{false: claimReadSQL(false), true: claimReadSQL(true)}
 
 // claimRead reads the delivery id and claims its first attempt, as made from a record of
 // attempts attempts (claimReadSQL); id is canonical, as work.id. r is nil when the statement saw no row; ok says whether
@@ -51,10 +51,10 @@ var claimReadSQLs = [2]string{claimReadSQL(false), claimReadSQL(true)}
 // PostgreSQL's first five.
 func claimRead(ctx context.Context, pool *pgxpool.Pool, id string, attempts int, prompt bool) (r *row, cl delivery.Claimed, ok bool, err error) {
 	at := time.Now()
-	sql := dayStatement(loadKey{day: partition.DayOfID(uuid.MustParse(id)), claim: true, prompt: prompt}, claimReadSQLs[b2i(prompt)])
+	sql := dayStatement(loadKey{day: partition.DayOfID(uuid.MustParse(id)), claim: true, prompt: prompt}, claimReadSQLs[prompt])
 	var attempt *int32
 	var startedAt *time.Time
-	r, err = scanRowWith(pool.QueryRow(ctx, sql, id, attempts), at, &attempt, &startedAt)
+	r, err = scanRow(pool.QueryRow(ctx, sql, id, attempts), at, &attempt, &startedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, cl, false, nil
@@ -64,13 +64,6 @@ func claimRead(ctx context.Context, pool *pgxpool.Pool, id string, attempts int,
 		return r, cl, false, nil
 	}
 	return r, delivery.Claimed{Attempt: int(*attempt), StartedAt: *startedAt}, true, nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // claimsFirst reports whether w's pass, a pass of w alone, takes the shorter way: its record's

@@ -42,7 +42,7 @@ func TestFirstAttemptIsReadAndClaimedOnTheGenericPlan(t *testing.T) {
 	day := partition.DayOfID(uuid.MustParse(ids[0]))
 	for _, prompt := range []bool{false, true} {
 		generic, custom := deliverytest.PreparedPlans(t, pool, `statement = $1`,
-			dayStatement(loadKey{day: day, claim: true, prompt: prompt}, claimReadSQLs[b2i(prompt)]))
+			dayStatement(loadKey{day: day, claim: true, prompt: prompt}, claimReadSQLs[prompt]))
 		require.Equal(t, claims/2, generic+custom, "every claim ran the day's prepared statement (prompt %v)", prompt)
 		require.Equal(t, claims/2-5, generic, "PostgreSQL plans a prepared statement's first 5 runs for their values, "+
 			"and the claims after them on the generic plan (prompt %v)", prompt)
@@ -61,7 +61,7 @@ func TestFirstAttemptIsReadAndClaimedOnTheGenericPlan(t *testing.T) {
 	client := deliverytest.Client(t, shared)
 	old := partition.DayOf(deliverytest.OldDay(t, shared))
 	_, did := deliverytest.InsertAt(t, shared, client, old.Time().Add(-time.Millisecond), old.Time())
-	sql := dayStatement(loadKey{day: old, claim: true}, claimReadSQLs[0])
+	sql := dayStatement(loadKey{day: old, claim: true}, claimReadSQLs[false])
 	deliverytest.RequireOnlyPartitionsOf(t, deliverytest.PlannedRelations(t, shared, sql, did, 0),
 		old.Name("delivery"), old.Name("delivery_attempt"), old.Name("notification"), old.Add(-1).Name("notification"))
 }

@@ -12,8 +12,8 @@ import (
 
 // Hand takes the record of a HIGH delivery that this process accepted a moment ago straight
 // to its HIGH lane, without Kafka: the way an OTP pool (ingest and the HIGH lane in one
-// process) skips the produce, the broker and the fetch of its own records (docs/dispatch.md,
-// "HIGH handed over in process"). rec is the record the accepting process would publish (its
+// process) skips the produce, the broker and the fetch of its own records (docs/architecture.md,
+// "Handed over in process"). rec is the record the accepting process would publish (its
 // value, its traceparent header); the lane takes it through the path like a polled one, and
 // has no offset to commit for it. false: this process runs no HIGH lane, the lane is not
 // taking records (not started, or stopping), or none of its worker slots is free; the caller

@@ -185,12 +185,8 @@ func (r *row) expiredNow() bool {
 	return r.ExpiresAt != nil && !r.DBNow.Add(time.Since(r.loadedAt)).Before(*r.ExpiresAt)
 }
 
-func scanRow(s pgx.Row, loadedAt time.Time) (*row, error) {
-	return scanRowWith(s, loadedAt)
-}
-
-// scanRowWith scans a row of loadColumns, and then the columns after them into more.
-func scanRowWith(s pgx.Row, loadedAt time.Time, more ...any) (*row, error) {
+// scanRow scans a row of loadColumns, and then the columns after them into more.
+func scanRow(s pgx.Row, loadedAt time.Time, more ...any) (*row, error) {
 	r := &row{loadedAt: loadedAt}
 	err := s.Scan(append([]any{&r.ID, &r.NotificationID, &r.Channel, &r.Priority,
 		&r.Status, &r.Attempts, &r.ExpiresAt, &r.CreatedAt, &r.Due, &r.Expired, &r.DBNow,

@@ -51,7 +51,7 @@ func PublishHigh(kafka *kgo.Client, topic string) Option {
 
 // HandHigh makes the API hand each HIGH delivery that PublishHigh would publish to hand
 // first: the HIGH lane of a dispatcher in the same process (dispatch.Dispatcher.Hand), which
-// takes it without Kafka (docs/dispatch.md, "HIGH handed over in process"). A record hand
+// takes it without Kafka (docs/architecture.md, "Handed over in process"). A record hand
 // does not take (no HIGH lane running here, no free worker slot) is published as without it.
 // It needs PublishHigh.
 func HandHigh(hand func(*kgo.Record) bool) Option {

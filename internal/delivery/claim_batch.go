@@ -48,10 +48,6 @@ type Claimed struct {
 // the partitions of the ids' days are the only ones held (a join on unnest alone prunes
 // nothing).
 func claimSQL(locked, within string, prompt bool) string {
-	promptly := ""
-	if prompt {
-		promptly = promptCommit
-	}
 	return `
 WITH c AS (
     SELECT d.id, v.attempts
@@ -61,7 +57,7 @@ WITH c AS (
        FOR UPDATE OF d` + locked + `)
 UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
   FROM c
- WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = c.id AND ` + claimable("c.attempts") + promptly + `
+ WHERE d.id = ANY($1::text[]::uuid[])` + within + ` AND d.id = c.id AND ` + claimable("c.attempts") + promptly(prompt) + `
 RETURNING d.id::text, d.attempts, now()`
 }
 
@@ -82,13 +78,9 @@ func claimable(attempts string) string {
 // PostgreSQL's READ COMMITTED rule evaluates the compare-and-set again on the newest version
 // once it has the lock. prompt: its commit does not wait for its WAL flush (promptCommit).
 func ClaimOneSQL(within string, prompt bool) string {
-	promptly := ""
-	if prompt {
-		promptly = promptCommit
-	}
 	return `
 UPDATE delivery AS d SET status = 'SENDING', attempts = d.attempts + 1
- WHERE d.id = $1::text::uuid` + within + ` AND ` + claimable("$2::int") + promptly + `
+ WHERE d.id = $1::text::uuid` + within + ` AND ` + claimable("$2::int") + promptly(prompt) + `
 RETURNING d.id, d.attempts AS attempt, now() AS started_at`
 }
 
@@ -105,6 +97,14 @@ RETURNING d.id, d.attempts AS attempt, now() AS started_at`
 // claim's WAL with it.
 const promptCommit = `
    AND ` + promptCondition
+
+// promptly is promptCommit for a prompt claim, else nothing.
+func promptly(prompt bool) string {
+	if prompt {
+		return promptCommit
+	}
+	return ""
+}
 
 // promptCondition is true, and sets synchronous_commit = off for the transaction of the
 // statement whose WHERE it is in (promptCommit, insertPromptSQL).
