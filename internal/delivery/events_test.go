@@ -325,3 +325,38 @@ func TestBatchWritesEachRowsEventsOnce(t *testing.T) {
 	require.NoError(t, err)
 	check()
 }
+
+// TestSendOutsideTheOutcomeStatementStillWritesItsEvent: the outcome statement writes the
+// event of its sends itself and tells the status trigger so for its own transaction only
+// (migration 00140). A send written by anything else (a binary from before the migration,
+// psql), here on the very connection that has just recorded an outcome, gets its one event
+// from the trigger; the outcome statement's sends get theirs once, not twice.
+func TestSendOutsideTheOutcomeStatementStillWritesItsEvent(t *testing.T) {
+	t.Parallel()
+	pool := stacktest.Postgres(t)
+	ctx := context.Background()
+	client := deliverytest.Client(t, pool)
+	ids := deliverytest.Insert(t, pool, 3, deliverytest.Spec{ClientID: client, Status: herald.StatusSending, Attempts: 1})
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+
+	sent := delivery.Outcome{Status: herald.StatusSent, AttemptClass: "SENT", Provider: "sms:twilio", ProviderID: "SM1"}
+	got, err := delivery.RecordBatch(ctx, conn, []delivery.Recording{
+		{ID: ids[0], Attempt: 1, StartedAt: time.Now(), Outcome: sent},
+		{ID: ids[1], Attempt: 1, StartedAt: time.Now(), Outcome: sent},
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	_, err = conn.Exec(ctx, `UPDATE delivery SET status = 'SENT', provider = 'sms:old', sent_at = now() WHERE id = $1`, ids[2])
+	require.NoError(t, err)
+
+	for i, id := range ids {
+		evs := events(t, pool, id, 0)
+		require.Len(t, evs, 1, "delivery %d", i)
+		require.Equal(t, herald.EventSent, evs[0].Type)
+		require.Equal(t, client, evs[0].ClientID)
+		require.Equal(t, herald.StatusSent, evs[0].Data.Status)
+	}
+	require.Equal(t, "sms:old", events(t, pool, ids[2], 0)[0].Data.Provider)
+}

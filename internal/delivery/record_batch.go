@@ -72,7 +72,8 @@ func recordSQLOf(outcomes, ids, within, lo, hi string) string {
 	return `
 WITH o AS (` + outcomes + `
         AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs,
-             tokens_removed)),
+             tokens_removed)
+     WHERE set_config('herald.outcome_events', 'statement', true) IS NOT NULL),
 d AS (
     UPDATE delivery AS d
        SET status = CASE WHEN o.status = 'PENDING' THEN ` + backToPendingWithin("d", lo, hi) + ` ELSE o.status END,
@@ -85,7 +86,9 @@ d AS (
                                   ELSE d.next_attempt_at END
       FROM o
      WHERE ` + ids + within + ` AND d.id = o.id::uuid AND d.status = 'SENDING' AND d.attempts = o.attempt
-    RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id)
+    RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id, d.notification_id, d.channel, d.priority,
+              d.provider, d.provider_message_id, d.traceparent, o.tokens_removed),
+e AS (` + sentEventsSQL(lo, hi) + `)
 INSERT INTO delivery_attempt (delivery_id, attempt, redrive_id, started_at, outcome, error, provider, provider_code, next_attempt_at,
                               tokens_removed)
 SELECT d.id, d.attempts, d.redrive_id, o.started_at, o.outcome, o.error, o.provider, o.provider_code,
@@ -231,4 +234,30 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 	}
 	return []any{pgx.QueryExecModeExec, ids, attempts, started, statuses, classes,
 		errs, providers, codes, providerIDs, retry, tokens, lo.String(), hi.String()}, nil
+}
+
+// sentEventsSQL writes the herald.delivery.sent event of every send the outcome statement
+// recorded (its CTE d, the rows after the change with their outcomes' removed tokens): one INSERT for
+// the whole batch, where the status trigger would route one INSERT per event into the
+// partitioned outbox at commit. o's set_config told the trigger so for this transaction
+// (migration 00140); every other client-visible change keeps the trigger's event. The data is
+// the trigger's for a send (herald_write_event, delivery_status_event). The client is the
+// notification's, looked up by primary key between lo and hi like the retry's campaign check,
+// in a subquery: a join let the planner, counting one notification on a young partition's
+// statistics, scan the whole range for every send.
+func sentEventsSQL(lo, hi string) string {
+	return `
+    INSERT INTO delivery_event (id, type, client_id, notification_id, delivery_id, occurred_at, data, traceparent)
+    SELECT herald_uuidv7(), 'herald.delivery.sent',
+           (SELECT n.client_id FROM notification n
+             WHERE n.id = d.notification_id AND n.id >= ` + lo + ` AND n.id < ` + hi + `),
+           d.notification_id, d.id, now(),
+           jsonb_build_object('notificationId', d.notification_id, 'deliveryId', d.id, 'channel', d.channel,
+                              'priority', d.priority, 'status', d.status, 'attempt', d.attempts,
+                              'sequence', nextval('delivery_event_sequence'), 'occurredAt', now())
+           || jsonb_strip_nulls(jsonb_build_object('provider', d.provider, 'providerMessageId', d.provider_message_id,
+                                                   'tokensRemoved', nullif(d.tokens_removed, 0))),
+           d.traceparent
+      FROM d
+     WHERE d.status = 'SENT' AND herald_event_enabled()`
 }
