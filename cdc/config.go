@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -36,6 +37,10 @@ type Config struct {
 	// EventsPartitions is the partition count EventsTopic is created with. Default 6. An
 	// existing topic is left as it is.
 	EventsPartitions int32
+	// EventsKafka produces the status events, when set: a client of its own lets them linger
+	// to fill batches (herald serve gives it DefaultEventsLinger) while the delivery records
+	// go out at once on the relay's client. Nil: the relay's client produces them too.
+	EventsKafka *kgo.Client
 	// ReplicationFactor of created topics. Default 1.
 	ReplicationFactor int16
 
@@ -132,6 +137,9 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultReplicationFactor = 1
 	DefaultEventsPartitions  = 6
+	// DefaultEventsLinger is how long herald serve's events client lets a partition's
+	// records wait for more before it sends them (kgo.ProducerLinger; docs/events.md).
+	DefaultEventsLinger = 5 * time.Millisecond
 )
 
 // DefaultPartitions are the partition counts used when Config.Partitions leaves a priority out.

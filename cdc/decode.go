@@ -102,6 +102,11 @@ func (d *tupleDecoder) decode(rel *relation, tuple *pglogrepl.TupleData) (delive
 		return row, err
 	}
 	row.Status = herald.Status(s)
+	if row.Status != herald.StatusPending {
+		// Not due whatever its times say: herald's own updates of a row (QUEUED, SENDING, the
+		// outcome), most of what the stream reads, end here without parsing a timestamp.
+		return row, nil
+	}
 	if s, _, err = text("attempts", true); err != nil {
 		return row, err
 	}

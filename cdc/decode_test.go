@@ -176,3 +176,19 @@ func FuzzDecodeTuple(f *testing.F) {
 		require.NoError(t, perr)
 	})
 }
+
+// TestDecodeStopsAtAStatusOtherThanPending: herald's own updates of a row (QUEUED, SENDING,
+// the outcome) are most of what the stream reads, and none can be due; their times are not
+// parsed (here they could not be).
+func TestDecodeStopsAtAStatusOtherThanPending(t *testing.T) {
+	rel := testRelation(deliveryColumns...)
+	for _, status := range []herald.Status{herald.StatusQueued, herald.StatusSending, herald.StatusSent} {
+		v := baseValues()
+		v["status"] = string(status)
+		v["next_attempt_at"], v["updated_at"] = "not a time", "not a time"
+		row, err := newTupleDecoder().decode(rel, testTuple(rel, v))
+		require.NoError(t, err, status)
+		require.Equal(t, status, row.Status)
+		require.False(t, row.due())
+	}
+}

@@ -104,7 +104,7 @@ func (p *publisher) publishEvent(e eventRow, done func(error)) {
 		return
 	}
 	p.inFlight.Add(1)
-	p.kafka.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	p.events.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 		p.inFlight.Add(-1)
 		if err != nil {
 			err = fmt.Errorf("produce event %s to %s: %w", e.ID, p.eventsTopic, err)

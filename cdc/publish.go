@@ -37,6 +37,7 @@ type origin struct {
 // span, so the worker's spans hang below the relay's.
 type publisher struct {
 	kafka       *kgo.Client
+	events      *kgo.Client // the status events' producer: Config.EventsKafka, or kafka
 	topics      map[herald.Priority]string
 	eventsTopic string
 	tracer      trace.Tracer

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,11 +54,14 @@ func New(cfg Config, pool *pgxpool.Pool, kafka *kgo.Client, log *zap.Logger) (*R
 	}
 	// Produce blocks when the client's buffer is full, and a blocked stream goroutine sends no
 	// status updates: the relay's own bounds must fit in the buffer.
-	if buffered := optInt(kafka.OptValue(kgo.MaxBufferedRecords)); buffered > 0 && int64(cfg.MaxInFlight+cfg.SweepBatch) > buffered {
-		return nil, fmt.Errorf("cdc config: MaxInFlight %d + SweepBatch %d exceed the Kafka client's MaxBufferedRecords %d",
-			cfg.MaxInFlight, cfg.SweepBatch, buffered)
+	events := cmp.Or(cfg.EventsKafka, kafka)
+	for _, cl := range []*kgo.Client{kafka, events} {
+		if buffered := optInt(cl.OptValue(kgo.MaxBufferedRecords)); buffered > 0 && int64(cfg.MaxInFlight+cfg.SweepBatch) > buffered {
+			return nil, fmt.Errorf("cdc config: MaxInFlight %d + SweepBatch %d exceed a Kafka client's MaxBufferedRecords %d",
+				cfg.MaxInFlight, cfg.SweepBatch, buffered)
+		}
 	}
-	pub := &publisher{kafka: kafka, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation),
+	pub := &publisher{kafka: kafka, events: events, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation),
 		observe: cfg.ObservePublished}
 	m, err := newMetrics(pub, cfg.Slot)
 	if err != nil {

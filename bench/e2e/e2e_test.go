@@ -160,8 +160,18 @@ func startStack(b *testing.B, o options) *stack {
 	if adaptiveOff() {
 		limits = nil
 	}
+	// The status events' producer, as herald serve makes it (--relay-events-linger);
+	// BENCH_EVENTS_LINGER sets its linger, 0 for none.
+	linger := cdc.DefaultEventsLinger
+	if v := os.Getenv("BENCH_EVENTS_LINGER"); v != "" {
+		linger, err = time.ParseDuration(v)
+		heraldtest.Must(b, err)
+	}
+	ecl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(linger))
+	heraldtest.Must(b, err)
+	b.Cleanup(ecl.Close)
 	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"],
-		ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
+		EventsKafka: ecl, ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
 	heraldtest.Must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}

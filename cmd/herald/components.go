@@ -32,8 +32,9 @@ func (t *topicConfig) register(f *envFlags) {
 
 // relayFlags maps flags onto cdc.Config.
 type relayFlags struct {
-	cfg         cdc.Config
-	queuedLease map[herald.Priority]*time.Duration
+	cfg          cdc.Config
+	queuedLease  map[herald.Priority]*time.Duration
+	eventsLinger time.Duration
 }
 
 func (r *relayFlags) register(f *envFlags) {
@@ -46,6 +47,7 @@ func (r *relayFlags) register(f *envFlags) {
 	f.Duration(&c.GracePeriod, "relay-grace-period", cdc.DefaultGracePeriod, "how long a due PENDING row may wait for the stream before the sweeper publishes it")
 	f.Duration(&c.ReapInterval, "relay-reap-interval", cdc.DefaultReapInterval, "time between two reaper passes")
 	f.Duration(&c.SendingLease, "relay-sending-lease", cdc.DefaultSendingLease, "how long a row may stay SENDING before the reaper returns it to PENDING")
+	f.Duration(&r.eventsLinger, "relay-events-linger", cdc.DefaultEventsLinger, "how long the status events' producer lets a partition's records wait for more before it sends them (the delivery records never wait)")
 	r.queuedLease = map[herald.Priority]*time.Duration{}
 	for _, p := range herald.Priorities {
 		r.queuedLease[p] = new(time.Duration)

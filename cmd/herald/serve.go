@@ -475,15 +475,24 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 		pool.Close()
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
 	}
-	rcfg := c.Relay.config(c.Topics)
-	c.Groups.applyRelay(&rcfg)
-	relay, err := cdc.New(rcfg, pool, kcl, log)
+	// The status events' own producer, whose records may wait to fill batches: the broker's
+	// work per event falls with the requests (docs/events.md, "What the events cost").
+	ecl, err := kgo.NewClient(append(kopts, kgo.ProducerLinger(c.Relay.eventsLinger))...)
 	if err != nil {
 		kcl.Close()
 		pool.Close()
+		return nil, nil, fmt.Errorf("kafka client for the status events: %w", err)
+	}
+	closeAll := func() { ecl.Close(); kcl.Close(); pool.Close() }
+	rcfg := c.Relay.config(c.Topics)
+	rcfg.EventsKafka = ecl
+	c.Groups.applyRelay(&rcfg)
+	relay, err := cdc.New(rcfg, pool, kcl, log)
+	if err != nil {
+		closeAll()
 		return nil, nil, fmt.Errorf("relay: %w", err)
 	}
-	return relay, func() { kcl.Close(); pool.Close() }, nil
+	return relay, closeAll, nil
 }
 
 // expanderPoolConns sizes the campaign expander's own pool: its lots and its DONE checks run
