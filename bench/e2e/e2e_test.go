@@ -81,6 +81,9 @@ type options struct {
 	highProcess bool
 	// handler, when set, wraps the API's handler (a scenario's timing of its requests).
 	handler func(http.Handler) http.Handler
+	// dispatchOff: no dispatch lane runs in this process (the rows stay QUEUED), for a
+	// scenario that measures writing rows alone.
+	dispatchOff bool
 }
 
 func startStack(b *testing.B, o options) *stack {
@@ -205,7 +208,10 @@ func startStack(b *testing.B, o options) *stack {
 	heraldtest.Must(b, err)
 	handTo = d.Hand // false while HIGH runs in a process of its own: this one has no HIGH lane
 
-	runs := []func(context.Context) error{relay.Run, d.Run, ctl.Run}
+	runs := []func(context.Context) error{relay.Run, ctl.Run}
+	if !o.dispatchOff {
+		runs = append(runs, d.Run)
+	}
 	if o.expander {
 		// A pool of its own, as herald serve gives it (apart from the API's admission slots).
 		x, err := campaign.NewExpander(campaign.ExpanderConfig{Rate: o.campaignRate, Adapt: limits}, newPool(b, dbURL, 2), log)

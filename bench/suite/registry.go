@@ -27,6 +27,7 @@ var registry = []Scenario{
 	{"failover", ".", "./dispatch/route", "BenchmarkScenarioFailover", time.Minute},
 	{"high-during-redrive", ".", "./bench/e2e", "BenchmarkScenarioHighDuringRedrive", 2 * time.Minute},
 	{"events", ".", "./bench/e2e", "BenchmarkScenarioEvents", 3 * time.Minute},
+	{"expansion", ".", "./bench/e2e", "BenchmarkScenarioExpansion", time.Minute},
 	{"memory", ".", "./bench/memory", "BenchmarkScenarioMemory", 3 * time.Minute},
 	{"recovery", ".", "./bench/recovery", "BenchmarkScenarioRecovery", 2 * time.Minute},
 }
