@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/attrset"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -118,21 +119,32 @@ func newMetrics(pub *publisher, slot string) (*metrics, error) {
 	return m, nil
 }
 
+// The labels of the per-record metrics, by their values.
+var (
+	publishedAttrs = attrset.New(func(k [2]string) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("herald.priority", k[0]), attribute.String("herald.source", k[1])}
+	})
+	priorityAttrs = attrset.New(func(p herald.Priority) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("herald.priority", string(p))}
+	})
+	eventAttrs = attrset.New(func(t herald.EventType) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("herald.event_type", string(t))}
+	})
+)
+
 func (m *metrics) published(p herald.Priority, o origin, ackedAt time.Time) {
-	attrs := metric.WithAttributes(attribute.String("herald.priority", string(p)), attribute.String("herald.source", o.source))
-	m.publishedCount.Add(context.Background(), 1, attrs)
+	m.publishedCount.Add(context.Background(), 1, publishedAttrs.Of([2]string{string(p), o.source}))
 	if !o.commitTime.IsZero() {
-		m.commitToPublish.Record(context.Background(), ackedAt.Sub(o.commitTime).Seconds(),
-			metric.WithAttributes(attribute.String("herald.priority", string(p))))
+		m.commitToPublish.Record(context.Background(), ackedAt.Sub(o.commitTime).Seconds(), priorityAttrs.Of(p))
 	}
 }
 
 func (m *metrics) eventWritten(t herald.EventType) {
-	m.eventsWritten.Add(context.Background(), 1, metric.WithAttributes(attribute.String("herald.event_type", string(t))))
+	m.eventsWritten.Add(context.Background(), 1, eventAttrs.Of(t))
 }
 
 func (m *metrics) eventPublished(t herald.EventType) {
-	m.eventsPublished.Add(context.Background(), 1, metric.WithAttributes(attribute.String("herald.event_type", string(t))))
+	m.eventsPublished.Add(context.Background(), 1, eventAttrs.Of(t))
 }
 
 func (m *metrics) marked(ctx context.Context, n int64) {

@@ -48,3 +48,22 @@ func TestBatchReleasesEachLeaseWhenItsAttemptEnds(t *testing.T) {
 	st, _ := e.state(slow)
 	require.Equal(t, herald.StatusSending, st)
 }
+
+// TestUsedUpLeasesAreDropped: the leases of attempts whose claim took the row are dropped
+// together without their workers waiting (leases.drop), and none is left behind when the
+// work stops: after a batch of sends, no lease key of this dispatcher remains in Redis, well
+// before the leases' own expiry.
+func TestUsedUpLeasesAreDropped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	ids := e.insertN(40, fixture{Priority: herald.PriorityNormal})
+	d := e.start(e.config(), nil, smsOnly(&MemorySender{}))
+	e.publish(ids...)
+	e.waitStatus(30*time.Second, []herald.Status{herald.StatusSent}, ids...)
+	require.Greater(t, d.lanes[herald.PriorityNormal].leaseTTL(), 20*time.Second)
+	require.Eventually(t, func() bool {
+		keys, err := e.rdb.Keys(ctx, e.prefix+"lease:*").Result()
+		return err == nil && len(keys) == 0
+	}, 5*time.Second, 20*time.Millisecond, "leases of sent attempts left in Redis")
+}

@@ -118,15 +118,21 @@ func (l *lane) lease(ctx context.Context, ws []*work, end func(*work, result)) [
 	return leased
 }
 
-// release drops the record's lease, if it holds one, as soon as its attempt is over (its
+// release gives up the record's lease, if it holds one, as soon as its attempt is over (its
 // outcome committed), and before a failed pass is retried: a record of the same attempt (one
 // a rate-limit deferral handed back and the sweeper published again) must not find the lease
-// taken and be dropped as another worker's.
+// taken and be dropped as another worker's. That is releaseMany's token-checked release; the
+// lease of an attempt whose claim took the row, which no record can claim again, is dropped
+// with others in one DEL (leases.drop) without waiting.
 func (l *lane) release(w *work) {
 	if !w.leased {
 		return
 	}
 	w.leased = false
+	if w.claimed.Attempt > 0 && !w.handedBack { // the claim used the attempt up
+		l.d.leases.drop(w.leaseKey(), l.d.redisTimeout)
+		return
+	}
 	l.d.leases.releaseMany(context.WithoutCancel(w.ctx), []leaseKey{w.leaseKey()}, l.d.token, l.d.redisTimeout)
 }
 

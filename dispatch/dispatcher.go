@@ -127,6 +127,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	d.leases.flushes.Wait()
 	d.log.Info("dispatch stopped")
 	if n := cancelled.Load(); n > 0 {
 		return fmt.Errorf("dispatch: %d in-flight deliveries cancelled: %w", n, ErrAbandoned)

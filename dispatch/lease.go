@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,12 @@ type leases struct {
 	rdb    *redis.Client
 	prefix string
 	health *redisHealth
+
+	// The leases of used-up attempts, waiting for one DEL (drop).
+	dropMu   sync.Mutex
+	dropped  []string
+	dropping bool           // a flushDropped runs
+	flushes  sync.WaitGroup // the running flushDropped, for Run's return
 }
 
 var releaseScript = redis.NewScript(`
@@ -87,4 +94,50 @@ func (l *leases) releaseMany(ctx context.Context, ks []leaseKey, token string, t
 		err = nil
 	}
 	l.health.observe(ctx, err, time.Now())
+}
+
+// dropBatch bounds the keys of one DEL.
+const dropBatch = 1000
+
+// drop deletes the lease of an attempt that is used up: its claim took the row, so no record
+// of that attempt can claim it again, and no worker can need the lease any more (a deferral,
+// which gives the attempt back, releases it as releaseMany does instead). The drop does not
+// wait: the keys of every attempt that ended meanwhile go in one DEL, without the token check,
+// which a used-up attempt does not need, where a release per attempt costs a round trip and a
+// script run each. A drop Redis never sees is harmless: the lease expires on its own.
+func (l *leases) drop(k leaseKey, timeout time.Duration) {
+	if !l.health.usable(time.Now()) {
+		return
+	}
+	l.dropMu.Lock()
+	l.dropped = append(l.dropped, l.key(k.id, k.attempt))
+	start := !l.dropping
+	l.dropping = true
+	l.dropMu.Unlock()
+	if start {
+		l.flushes.Go(func() { l.flushDropped(timeout) })
+	}
+}
+
+// flushDropped deletes the dropped leases until none is waiting, then ends.
+func (l *leases) flushDropped(timeout time.Duration) {
+	for {
+		l.dropMu.Lock()
+		keys := l.dropped
+		l.dropped = nil
+		if len(keys) == 0 {
+			l.dropping = false
+			l.dropMu.Unlock()
+			return
+		}
+		l.dropMu.Unlock()
+		for len(keys) > 0 {
+			n := min(len(keys), dropBatch)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := l.rdb.Del(ctx, keys[:n]...).Err()
+			cancel()
+			l.health.observe(context.Background(), err, time.Now())
+			keys = keys[n:]
+		}
+	}
 }

@@ -60,8 +60,11 @@ type passState struct {
 	m        *senders.Message // the attempt's message
 	buildErr error            // why the attempt cannot be sent: it ends without a provider call
 	claimed  delivery.Claimed
-	leased   bool  // the attempt's Redis lease is this worker's (false: Redis down, none taken)
-	err      error // why the pass failed
+	// handedBack: the claim was given back unused (a rate-limit deferral, Unclaim), so the
+	// attempt's number will be claimed again and its lease must be released, not dropped.
+	handedBack bool
+	leased     bool  // the attempt's Redis lease is this worker's (false: Redis down, none taken)
+	err        error // why the pass failed
 }
 
 // result is how one pass ended for one record.

@@ -88,6 +88,7 @@ func (l *lane) admitCall(w *work) (context.Context, context.CancelFunc, error) {
 // deferAttempt hands back a claim the limiter refused (or could not decide: limErr), due
 // again after wait; no attempt is used.
 func (l *lane) deferAttempt(w *work, account string, wait time.Duration, limErr error) error {
+	w.handedBack = true
 	ok, err := delivery.Unclaim(context.WithoutCancel(w.ctx), l.d.pool, w.r.ID, w.claimed.Attempt, wait)
 	if ok && limErr == nil {
 		l.signal(signalDeferred)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/attrset"
 	"github.com/heraldhq/herald/senders"
 )
 
@@ -76,6 +76,19 @@ func (s measuredFanOut) SendEach(ctx context.Context, msg *senders.Message, admi
 
 func (s measuredFanOut) Accounts() []string { return s.f.Accounts() }
 
+// callAttrs are the accept → call latency's labels: priority, channel, provider.
+var callAttrs = attrset.New(func(k [3]string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("priority", k[0]), attribute.String("channel", k[1]),
+		attribute.String("provider", k[2])}
+})
+
+// doneAttrs are a call's labels: provider, channel and outcome (for its duration) or class
+// (for its error), as kind says.
+var doneAttrs = attrset.New(func(k [4]string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("provider", k[0]), attribute.String("channel", k[1]),
+		attribute.String(k[3], k[2])}
+})
+
 // called records the accept → call latency of a first attempt (for HIGH, also the adaptive
 // limits' signal) and returns the call's start.
 func (s measured) called(ctx context.Context, msg *senders.Message) time.Time {
@@ -84,9 +97,8 @@ func (s measured) called(ctx context.Context, msg *senders.Message) time.Time {
 		if msg.Priority == herald.PriorityHigh {
 			s.m.adapt.ObserveHigh(now.Sub(msg.AcceptedAt))
 		}
-		s.m.acceptToCall.Record(ctx, now.Sub(msg.AcceptedAt).Seconds(), metric.WithAttributes(
-			attribute.String("priority", string(msg.Priority)), attribute.String("channel", string(msg.Channel)),
-			attribute.String("provider", s.Provider())))
+		s.m.acceptToCall.Record(ctx, now.Sub(msg.AcceptedAt).Seconds(),
+			callAttrs.Of([3]string{string(msg.Priority), string(msg.Channel), s.Provider()}))
 	}
 	return now
 }
@@ -98,11 +110,8 @@ func (s measured) done(ctx context.Context, msg *senders.Message, begin time.Tim
 		class, _ := senders.Classify(err)
 		outcome = strings.ToLower(class.String())
 	}
-	attrs := metric.WithAttributes(attribute.String("provider", s.Provider()),
-		attribute.String("channel", string(msg.Channel)), attribute.String("outcome", outcome))
-	s.m.calls.Record(ctx, time.Since(begin).Seconds(), attrs)
+	s.m.calls.Record(ctx, time.Since(begin).Seconds(), doneAttrs.Of([4]string{s.Provider(), string(msg.Channel), outcome, "outcome"}))
 	if err != nil {
-		s.m.callErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("provider", s.Provider()),
-			attribute.String("channel", string(msg.Channel)), attribute.String("class", outcome)))
+		s.m.callErrors.Add(ctx, 1, doneAttrs.Of([4]string{s.Provider(), string(msg.Channel), outcome, "class"}))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/adapt"
+	"github.com/heraldhq/herald/internal/attrset"
 	"github.com/heraldhq/herald/internal/delivery"
 )
 
@@ -74,11 +75,16 @@ func newMetrics() (*metrics, error) {
 	return &ms, nil
 }
 
+// sendAttrs are an attempt's labels: outcome, channel, priority.
+var sendAttrs = attrset.New(func(k [3]string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("outcome", k[0]), attribute.String("channel", k[1]),
+		attribute.String("priority", k[2])}
+})
+
 // ended counts an attempt's outcome (an attempt outcome, or GAVE_UP) and, when status is
 // final, the delivery's final outcome. Call it once the transition was written.
 func (l *lane) ended(ctx context.Context, r *row, outcome herald.AttemptOutcome, status herald.Status, provider string) {
-	l.d.metrics.sends.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(outcome)),
-		attribute.String("channel", string(r.Channel)), attribute.String("priority", string(l.prio))))
+	l.d.metrics.sends.Add(ctx, 1, sendAttrs.Of([3]string{string(outcome), string(r.Channel), string(l.prio)}))
 	if status.Terminal() {
 		delivery.CountFinal(ctx, delivery.Final{Status: status, Channel: r.Channel, Priority: l.prio, Provider: provider}, 1)
 	}

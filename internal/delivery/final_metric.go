@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/attrset"
 )
 
 // Final is how a delivery ended, for the final-outcome metric. Channel, Priority and
@@ -36,16 +37,18 @@ func finals() metric.Int64Counter {
 	return c
 }
 
+// finalAttrs are a final status's labels.
+var finalAttrs = attrset.New(func(f Final) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("outcome", strings.ToLower(string(f.Status))),
+		attribute.String("channel", string(f.Channel)), attribute.String("priority", string(f.Priority)),
+		attribute.String("provider", f.Provider)}
+})
+
 // CountFinal counts n deliveries that ended as f. Call it once per successful final
 // transition (the compare-and-set matched), never for a transition that matched nothing.
 func CountFinal(ctx context.Context, f Final, n int64) {
 	if n <= 0 || !f.Status.Terminal() || f.Status.Received() {
 		return
 	}
-	finals().Add(ctx, n, metric.WithAttributes(
-		attribute.String("outcome", strings.ToLower(string(f.Status))),
-		attribute.String("channel", string(f.Channel)),
-		attribute.String("priority", string(f.Priority)),
-		attribute.String("provider", f.Provider),
-	))
+	finals().Add(ctx, n, finalAttrs.Of(f))
 }

@@ -67,7 +67,8 @@ func recordOneSQL(within, lo, hi string) string {
 }
 
 // recordSQLOf is the outcome statement whose outcomes are the rows of outcomes, and whose
-// deliveries are those that ids matches.
+// deliveries are those that ids matches. Its CTE e writes the event of each send
+// (sentEventsSQL); o's set_config tells the status trigger so, before any row changes.
 func recordSQLOf(outcomes, ids, within, lo, hi string) string {
 	return `
 WITH o AS (` + outcomes + `
