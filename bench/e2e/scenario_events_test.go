@@ -87,13 +87,10 @@ func throughputRun(b *testing.B, n int, eventsOff bool) throughputOutcome {
 	s := startStack(b, options{poolConns: 80, eventsOff: eventsOff, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
 	defer s.endSessions(b)
+	called := s.countCalls()
 	before := s.cpuUse(b)
 	s.insertBacklogAs(b, n, herald.PriorityNormal)
-	heraldtest.WaitForEvery(b, 10*time.Minute, 500*time.Millisecond, "every delivery sent", func() bool {
-		var sent int
-		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
-		return sent == n
-	})
+	s.waitAllSent(b, called, n)
 	after := s.cpuUse(b)
 	out := throughputOutcome{cpu: after.since(before, n), sessions: len(after.backends) + 1}
 	var first, last, p10, p90 time.Time

@@ -18,7 +18,6 @@ import (
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
 	"github.com/heraldhq/herald/internal/stacktest"
-	"github.com/heraldhq/herald/senders"
 )
 
 // BenchmarkScenarioThroughput is the suite's throughput scenario: how many deliveries per
@@ -33,8 +32,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	river := riverbench.Build(b) // compiled before anything is measured
 	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
 		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
-	var called atomic.Int64
-	s.sender.OnCall = func(*senders.Message) { called.Add(1) }
+	called := s.countCalls()
 	r := result.New("throughput", "end to end with limits lifted: deliveries per second")
 	r.Load = fmt.Sprintf("a backlog of %d NORMAL SMS deliveries inserted in transactions of %d while herald runs; "+
 		"no rate limit, a provider that answers at once, NORMAL lane concurrency 64", backlog, batch)
@@ -61,13 +59,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 		inserted.Add(int64(n))
 		insertedAt, insertedN = append(insertedAt, time.Now()), append(insertedN, n)
 	}
-	heraldtest.WaitFor(b, 10*time.Minute, "every delivery sent to the provider", func() bool { return called.Load() >= int64(backlog) })
-	// The outcome commits after the call: poll the database only once the calls are in.
-	heraldtest.WaitFor(b, time.Minute, "every delivery SENT", func() bool {
-		var sent int
-		heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM delivery WHERE status = 'SENT'`).Scan(&sent))
-		return sent == backlog
-	})
+	s.waitAllSent(b, called, backlog)
 	b.StopTimer()
 	stop()
 	s.logDBStats(b, dbBefore, backlog)
