@@ -59,15 +59,30 @@ func BenchmarkScenarioExpansion(b *testing.B) {
 		b.Fatalf("campaign expanded %d of %d users", expanded, n)
 	}
 	expRate := float64(expanded) / lastLot.Sub(created).Seconds()
+	expPer := &result.PerSecond{T0: created}
+	rows, err := s.pool.Query(ctx, `SELECT created_at FROM notification WHERE campaign_id = $1`, id)
+	heraldtest.Must(b, err)
+	for rows.Next() {
+		var at time.Time
+		heraldtest.Must(b, rows.Scan(&at))
+		expPer.Add(at, 1)
+	}
+	heraldtest.Must(b, rows.Err())
 	s.settle(b)
 
 	copyStart := time.Now()
+	copyPer := &result.PerSecond{T0: copyStart}
 	for from := 0; from < n; from += lot {
 		heraldtest.Must(b, copyLot(ctx, s, client, response, from, lot))
+		copyPer.Add(time.Now(), lot)
 	}
 	copyTook := time.Since(copyStart)
 	b.StopTimer()
 	copyRate := float64(n) / copyTook.Seconds()
+	secs := int(max(lastLot.Sub(created), copyTook)/time.Second) + 1
+	r.Chart(result.Chart{File: "rows-per-second", Title: "deliveries written per second: the expander unpaced, then COPY of as many",
+		Kind: "line", XLabel: "seconds into the phase", YLabel: "deliveries per second",
+		Series: []result.Series{expPer.Series("expansion", secs), copyPer.Series("COPY", secs)}})
 
 	r.Add(result.Figure{Name: "expansion, unpaced", Value: expRate, Unit: "deliveries/s", Better: "higher"})
 	r.Add(result.Figure{Name: "COPY of the same rows", Value: copyRate, Unit: "deliveries/s", Better: "higher"})
