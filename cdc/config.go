@@ -9,8 +9,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
 )

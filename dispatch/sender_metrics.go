@@ -82,12 +82,16 @@ var callAttrs = attrset.New(func(k [3]string) []attribute.KeyValue {
 		attribute.String("provider", k[2])}
 })
 
-// doneAttrs are a call's labels: provider, channel and outcome (for its duration) or class
-// (for its error), as kind says.
-var doneAttrs = attrset.New(func(k [4]string) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("provider", k[0]), attribute.String("channel", k[1]),
-		attribute.String(k[3], k[2])}
-})
+// A call's labels: provider, channel and its outcome (for its duration) or class (for its
+// error).
+var callOutcomeAttrs, callClassAttrs = callDoneAttrs("outcome"), callDoneAttrs("class")
+
+func callDoneAttrs(last string) *attrset.Cache[[3]string] {
+	return attrset.New(func(k [3]string) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("provider", k[0]), attribute.String("channel", k[1]),
+			attribute.String(last, k[2])}
+	})
+}
 
 // called records the accept → call latency of a first attempt (for HIGH, also the adaptive
 // limits' signal) and returns the call's start.
@@ -110,8 +114,9 @@ func (s measured) done(ctx context.Context, msg *senders.Message, begin time.Tim
 		class, _ := senders.Classify(err)
 		outcome = strings.ToLower(class.String())
 	}
-	s.m.calls.Record(ctx, time.Since(begin).Seconds(), doneAttrs.Of([4]string{s.Provider(), string(msg.Channel), outcome, "outcome"}))
+	k := [3]string{s.Provider(), string(msg.Channel), outcome}
+	s.m.calls.Record(ctx, time.Since(begin).Seconds(), callOutcomeAttrs.Of(k))
 	if err != nil {
-		s.m.callErrors.Add(ctx, 1, doneAttrs.Of([4]string{s.Provider(), string(msg.Channel), outcome, "class"}))
+		s.m.callErrors.Add(ctx, 1, callClassAttrs.Of(k))
 	}
 }

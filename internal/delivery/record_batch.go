@@ -238,9 +238,9 @@ func recordBatchArgs(rs []Recording) ([]any, error) {
 }
 
 // sentEventsSQL writes the herald.delivery.sent event of every send the outcome statement
-// recorded (its CTE d, the rows after the change with their outcomes' removed tokens): one INSERT for
-// the whole batch, where the status trigger would route one INSERT per event into the
-// partitioned outbox at commit. o's set_config told the trigger so for this transaction
+// recorded (its CTE d, the rows after the change with their outcomes' removed tokens): one
+// INSERT for the whole batch, where the status trigger would route one INSERT per event into
+// the partitioned outbox at commit. o's set_config told the trigger so for this transaction
 // (migration 00140); every other client-visible change keeps the trigger's event. The data is
 // the trigger's for a send (herald_write_event, delivery_status_event). The client is the
 // notification's, looked up by primary key between lo and hi like the retry's campaign check,
