@@ -2,12 +2,10 @@ package cdc
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -175,18 +173,8 @@ func (m *marker) mark(ctx context.Context, rows []deliveryRow) (map[string]struc
 	for i, r := range rows {
 		vs[i] = delivery.Version{ID: r.ID, Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt}
 	}
-	var changed map[string]struct{}
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		// The mark is bookkeeping: if a crash loses it, the row stays PENDING and the sweeper
-		// publishes it again. Not waiting for its WAL flush keeps the relay's own commits off
-		// the disk's critical path, which every delivery insert's commit shares.
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return fmt.Errorf("mark %d deliveries queued: %w", len(rows), err)
-		}
-		var err error
-		changed, err = delivery.MarkQueued(ctx, tx, vs)
-		return err
-	})
+	// The statement commits without waiting for its WAL flush (delivery.MarkQueued).
+	changed, err := delivery.MarkQueued(ctx, m.pool, vs)
 	if err != nil {
 		return nil, err
 	}

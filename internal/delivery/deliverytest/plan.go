@@ -3,12 +3,16 @@ package deliverytest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -176,4 +180,72 @@ func PreparedPlans(t testing.TB, db delivery.DB, where string, args ...any) (gen
 	require.NoError(t, db.QueryRow(context.Background(), `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
 		FROM pg_prepared_statements WHERE `+where+` AND statement NOT LIKE '%pg_prepared_statements%'`, args...).Scan(&generic, &custom))
 	return generic, custom
+}
+
+// ExecutedScanReads runs run on a connection of its own to pool's database on which
+// PostgreSQL's auto_explain reports the plan of every statement as it ran, on a generic plan
+// wherever the statement is prepared (plan_cache_mode = force_generic_plan: what a day's
+// statement runs on from its sixth call), and returns, per scan, the rows it read: returned
+// plus removed by a filter, an index recheck or a join filter, times the node's loops,
+// summed over the statements. A scan is named by its relation, or "cte <name>" or
+// "function scan <alias>" for the scan of a CTE or of a function, "index <name>" for a bitmap
+// index scan (which counts on its own beside its heap scan). A nested loop that rescans
+// one side per row of the other shows as that side's reads multiplied by the batch.
+func ExecutedScanReads(t testing.TB, pool *pgxpool.Pool, run func(ctx context.Context, conn *pgx.Conn)) map[string]float64 {
+	t.Helper()
+	ctx := context.Background()
+	cfg := pool.Config().ConnConfig.Copy()
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.HasPrefix(n.Message, "duration:") {
+			plans = append(plans, n.Message[strings.Index(n.Message, "{"):])
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx) //nolint:errcheck // a test's own connection
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_analyze = on", "SET auto_explain.log_timing = off", "SET auto_explain.log_format = json",
+		"SET auto_explain.log_level = notice", "SET plan_cache_mode = force_generic_plan"} {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	run(ctx, conn)
+	_, err = conn.Exec(ctx, "SET auto_explain.log_min_duration = -1")
+	require.NoError(t, err)
+	out := map[string]float64{}
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		num := func(k string) float64 { v, _ := node[k].(float64); return v }
+		name := ""
+		if typ, _ := node["Node Type"].(string); strings.HasSuffix(typ, "Scan") {
+			if r, ok := node["Relation Name"].(string); ok {
+				name = r
+			} else if c, ok := node["CTE Name"].(string); ok {
+				name = "cte " + c
+			} else if i, ok := node["Index Name"].(string); ok {
+				name = "index " + i
+			} else {
+				name = strings.ToLower(typ) + " " + fmt.Sprint(node["Alias"])
+			}
+		}
+		if name != "" {
+			out[name] += (num("Actual Rows") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck")) * num("Actual Loops")
+		}
+		if removed := num("Rows Removed by Join Filter"); removed > 0 {
+			out["join filter"] += removed * num("Actual Loops")
+		}
+		children, _ := node["Plans"].([]any)
+		for _, c := range children {
+			walk(c.(map[string]any))
+		}
+	}
+	for _, p := range plans {
+		var doc struct {
+			Plan map[string]any `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(p), &doc), "auto_explain's plan: %s", p)
+		walk(doc.Plan)
+	}
+	return out
 }
