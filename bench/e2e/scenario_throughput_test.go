@@ -88,9 +88,10 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	}
 	r.Note("herald (API, relay, dispatch) runs in the benchmark's process; PostgreSQL, Kafka and Redis share the machine's cores with it")
 	r.Note("the reference, pgbench of the accept SQL (ingest/testdata/pgbench_accept.sql, %d clients, one notification and two deliveries a transaction), "+
-		"runs right after herald's drain on a scratch database of the same cluster; the ratio is the figure to compare between machines", pgbench.Clients)
+		"runs after herald's drain on a scratch database of the same cluster, once a CHECKPOINT is done and no autovacuum worker runs (at most a minute): "+
+		"as quiet as the cluster was when herald's run began; the ratio is the figure to compare between machines", pgbench.Clients)
 	r.Note("the second reference, River (bench/river) draining a backlog of as many no-op jobs inserted before its workers start, " +
-		"runs after pgbench on a scratch database of its own: what a PostgreSQL job queue does on this machine with no provider call, no Kafka and no relay")
+		"runs after pgbench on a scratch database of its own, the cluster settled the same way: what a PostgreSQL job queue does on this machine with no provider call, no Kafka and no relay")
 
 	rate, left := throughputSeries(start, calls, insertedAt, insertedN)
 	r.Chart(result.Chart{File: "rate", Title: "provider calls per second", Kind: "line",
@@ -110,7 +111,8 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 // jobs worked per second.
 func riverNoopDrain(b *testing.B, bin string, n int) float64 {
 	b.Helper()
-	fmt.Fprintf(os.Stderr, "[throughput] River draining %d no-op jobs\n", n)
+	waited := pgbench.Settle(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
+	fmt.Fprintf(os.Stderr, "[throughput] River draining %d no-op jobs (after %s for the cluster to settle)\n", n, waited.Round(100*time.Millisecond))
 	res := riverbench.Run(b, bin, "-rates", "", "-backlog", strconv.Itoa(n))
 	for _, f := range res.Figures {
 		if f.Group == "River" && f.Name == "drain" {
@@ -128,7 +130,9 @@ func acceptReference(b *testing.B) float64 {
 	d := max(time.Duration(float64(10*time.Second)*result.Scale()), 2*time.Second).Round(time.Second)
 	url := stacktest.PostgresURL(b)
 	pgbench.Prepare(b, url)
-	fmt.Fprintf(os.Stderr, "[throughput] pgbench of the accept SQL, %d clients, %s\n", pgbench.Clients, d)
+	waited := pgbench.Settle(b, url, time.Minute)
+	fmt.Fprintf(os.Stderr, "[throughput] pgbench of the accept SQL, %d clients, %s (after %s for the cluster to settle)\n",
+		pgbench.Clients, d, waited.Round(100*time.Millisecond))
 	n, took := pgbench.Run(b, pgbench.Find(b), pgbench.AcceptScript(b), url, d)
 	return float64(n) / took.Seconds()
 }
