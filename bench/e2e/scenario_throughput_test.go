@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/bench/internal/pgbench"
 	"github.com/heraldhq/herald/bench/internal/riverbench"
+	"github.com/heraldhq/herald/bench/internal/settle"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/dispatch"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
@@ -111,7 +112,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 // jobs worked per second.
 func riverNoopDrain(b *testing.B, bin string, n int) float64 {
 	b.Helper()
-	waited := pgbench.Settle(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
+	waited := settle.Cluster(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
 	fmt.Fprintf(os.Stderr, "[throughput] River draining %d no-op jobs (after %s for the cluster to settle)\n", n, waited.Round(100*time.Millisecond))
 	res := riverbench.Run(b, bin, "-rates", "", "-backlog", strconv.Itoa(n))
 	for _, f := range res.Figures {
@@ -130,7 +131,7 @@ func acceptReference(b *testing.B) float64 {
 	d := max(time.Duration(float64(10*time.Second)*result.Scale()), 2*time.Second).Round(time.Second)
 	url := stacktest.PostgresURL(b)
 	pgbench.Prepare(b, url)
-	waited := pgbench.Settle(b, url, time.Minute)
+	waited := settle.Cluster(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
 	fmt.Fprintf(os.Stderr, "[throughput] pgbench of the accept SQL, %d clients, %s (after %s for the cluster to settle)\n",
 		pgbench.Clients, d, waited.Round(100*time.Millisecond))
 	n, took := pgbench.Run(b, pgbench.Find(b), pgbench.AcceptScript(b), url, d)
