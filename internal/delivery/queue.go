@@ -29,28 +29,39 @@ type Version struct {
 // Ids travel as text and are cast once, in unnest, so that the parameter encodes the same in
 // every pgx mode.
 //
+// The CTE locks each row whose published version still matches, one primary-key probe per
+// version under LATERAL (which fixes that order), and skips a row another transaction holds
+// (SKIP LOCKED); the UPDATE then changes the rows it locked, by the array of their ids and
+// nothing else (a condition on status would let the planner walk the partial index of
+// PENDING rows instead of probing the ids), the lock keeping each row as the CTE saw it. A
+// mark never waits for a row lock, so two marks of the same rows (the stream's and the
+// sweeper's, each in its own order) cannot deadlock: with an UPDATE that took each row's
+// lock as it came, they did, in otp-under-campaign, and the relay's session ended with the
+// error (TestConcurrentMarksOfTheSameRowsDoNotDeadlock). A skipped row is not in the result,
+// and the marker tries it again; by then its holder has usually moved it on (a claim, a
+// cancel, the other mark), and the compare-and-set leaves it alone. Probing by primary key,
+// a mark reads its own rows only: as a join planned on a guess of ten versions it read every
+// PENDING row of every partition to probe them (TestBatchClaimAndOutcomeReadEachRowOnce).
+//
 // The mark is bookkeeping: if a crash loses it, the row stays PENDING and the sweeper
 // publishes it again. So its commit does not wait for its WAL flush, which keeps the relay's
-// own commits off the disk's critical path that every delivery insert's commit shares: v's
-// condition sets synchronous_commit = off for the statement's own transaction (set_config,
-// local), in the statement's one round trip. The same condition makes v count as one row on
-// any plan (PostgreSQL estimates an equality on an expression at 0.5 %), so the UPDATE finds
-// each delivery from its version, one primary-key probe per version. Counted as ten (a
-// generic plan's guess for an array), v was hashed and every PENDING row of every partition
-// read to probe it: a backlog of 20,000 PENDING rows read whole by every mark
-// (TestBatchClaimAndOutcomeReadEachRowOnce).
+// own commits off the disk's critical path that every delivery insert's commit shares: the
+// UPDATE's condition sets synchronous_commit = off for the statement's own transaction
+// (promptCondition), in the statement's one round trip.
 const markQueuedSQL = `
+WITH l AS (
+    SELECT x.id
+      FROM unnest($1::text[]::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[])
+           AS v(id, attempts, next_attempt_at, updated_at)
+     CROSS JOIN LATERAL (
+           SELECT d.id FROM delivery AS d
+            WHERE d.id = v.id AND d.status = 'PENDING' AND d.attempts = v.attempts
+              AND d.next_attempt_at = v.next_attempt_at AND d.updated_at = v.updated_at
+              AND d.next_attempt_at <= now()
+              FOR UPDATE OF d SKIP LOCKED) AS x)
 UPDATE delivery AS d
    SET status = 'QUEUED'
-  FROM (SELECT * FROM unnest($1::text[]::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[])
-                   AS v(id, attempts, next_attempt_at, updated_at)
-         WHERE set_config('synchronous_commit', 'off', true) = 'off') AS v
- WHERE d.id = v.id
-   AND d.status = 'PENDING'
-   AND d.attempts = v.attempts
-   AND d.next_attempt_at = v.next_attempt_at
-   AND d.updated_at = v.updated_at
-   AND d.next_attempt_at <= now()
+ WHERE d.id = ANY(ARRAY(SELECT l.id FROM l)) AND ` + promptCondition + `
 RETURNING d.id::text`
 
 // MarkQueued marks the published versions QUEUED (markQueuedSQL) and returns the ids it
