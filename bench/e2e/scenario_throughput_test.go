@@ -73,6 +73,9 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	span := calls[len(calls)-1].At.Sub(calls[0].At)
 	drain := float64(len(calls)) / math.Max(span.Seconds(), 1e-3)
 	r.Add(result.Figure{Name: "deliveries/s", Value: e2e, Unit: "deliveries/s", Better: "higher"})
+	// herald stops before the references run: its relay's walsender would otherwise decode
+	// pgbench's WAL and River's beside them, and its consumers and sweeper keep polling.
+	s.stop()
 	tps := acceptReference(b)
 	r.Add(result.Figure{Name: "pgbench of the accept SQL", Value: tps, Unit: "tx/s", Better: "higher"})
 	r.Add(result.Figure{Name: "ratio deliveries/s ÷ pgbench tx/s", Value: e2e / tps, Unit: "ratio", Better: "higher", Target: "≥ 1.0"})
@@ -89,7 +92,7 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	}
 	r.Note("herald (API, relay, dispatch) runs in the benchmark's process; PostgreSQL, Kafka and Redis share the machine's cores with it")
 	r.Note("the reference, pgbench of the accept SQL (ingest/testdata/pgbench_accept.sql, %d clients, one notification and two deliveries a transaction), "+
-		"runs after herald's drain on a scratch database of the same cluster, once a CHECKPOINT is done and no autovacuum worker runs (at most a minute): "+
+		"runs after herald's drain, with herald stopped, on a scratch database of the same cluster, once a CHECKPOINT is done and no autovacuum worker runs (at most a minute): "+
 		"as quiet as the cluster was when herald's run began; the ratio is the figure to compare between machines", pgbench.Clients)
 	r.Note("the second reference, River (bench/river) draining a backlog of as many no-op jobs inserted before its workers start, " +
 		"runs after pgbench on a scratch database of its own, the cluster settled the same way: what a PostgreSQL job queue does on this machine with no provider call, no Kafka and no relay")
