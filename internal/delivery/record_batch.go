@@ -42,11 +42,11 @@ type Recording struct {
 // 4,096 rows of o, half the statement's time at 100 (TestBatchClaimAndOutcomeReadEachRowOnce).
 // The attempt rows take o's values from d's RETURNING, not from a second join.
 //
-// The statement reads delivery by d.id = o.id (and d.id = ANY($1) when unbounded) and the notifications of a retry's campaign
-// check (backToPending) between lo and hi: from the day before the lowest id's ($12) to the
-// day of the highest id's ($13) (a delivery is made with its notification, so its id is not
-// earlier and lies at most a midnight later; herald_day_bound and herald_uuid_day are
-// partition.Day's arithmetic in SQL). Run on a custom plan (RecordBatch), every one of these
+// The statement reads delivery by d.id = o.id (and d.id = ANY($1) when unbounded) and the
+// notifications of a retry's campaign check (backToPending) between lo and hi: from the day
+// before the lowest id's ($12) to the day of the highest id's ($13) (a delivery is made with
+// its notification, so its id is not earlier and lies at most a midnight later;
+// herald_day_bound and herald_uuid_day are partition.Day's arithmetic in SQL). Run on a custom plan (RecordBatch), every one of these
 // is a constant when PostgreSQL plans the statement, which then holds the partitions of the
 // ids' days only. Outcomes of ids of one day run that day's text instead (recordStatement):
 // within bounds d.id to the day with constants, lo and hi are constants too, so that its
@@ -75,9 +75,10 @@ func recordOneSQL(within, lo, hi string) string {
 		within, lo, hi)
 }
 
-// recordSQLOf is the outcome statement whose outcomes are the rows of outcomes, and whose
-// deliveries are those that ids matches. Its CTE e writes the event of each send
-// (sentEventsSQL); o's set_config tells the status trigger so, before any row changes.
+// recordSQLOf is the outcome statement whose outcomes are the rows of outcomes, each
+// delivery found by its outcome's id within bounds (by d.id = ANY($1) too when within is
+// empty). Its CTE e writes the event of each send (sentEventsSQL); o's set_config tells the
+// status trigger so, before any row changes.
 func recordSQLOf(outcomes, within, lo, hi string) string {
 	if within == "" {
 		within = ` AND d.id = ANY($1::text[]::uuid[])`
