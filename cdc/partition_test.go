@@ -104,24 +104,3 @@ func TestRelayPublishesViaThePartitionRoot(t *testing.T) {
 	ids := h.insert(rows{n: 3, priority: herald.PriorityNormal})
 	h.waitAll(ids, 60*time.Second)
 }
-
-// TestRelayPublishesOnlyTheColumnsItDecides: a publication of all of delivery's columns (by
-// hand, or by a relay before the column list) is given the column list when a relay takes the
-// lead, without leaving the publication, and rows are still published from it.
-func TestRelayPublishesOnlyTheColumnsItDecides(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, nil)
-	h.exec(`CREATE PUBLICATION ` + h.cfg.Publication + ` FOR TABLE delivery, delivery_event
-		WITH (publish = 'insert, update', publish_via_partition_root = true)`)
-	columns := func() string {
-		return h.queryString(`SELECT array_to_string(ARRAY(SELECT c FROM unnest(attnames) AS c ORDER BY c), ',')
-			FROM pg_publication_tables WHERE pubname = $1 AND tablename = 'delivery'`, h.cfg.Publication)
-	}
-	require.Contains(t, columns(), "transition_at")
-	h.startRelay(h.cfg)
-	require.Equal(t, "attempts,channel,id,next_attempt_at,notification_id,priority,status,traceparent,updated_at", columns())
-	require.Equal(t, "delivery,delivery_event", h.queryString(`SELECT string_agg(tablename, ',' ORDER BY tablename)
-		FROM pg_publication_tables WHERE pubname = $1`, h.cfg.Publication))
-	ids := h.insert(rows{n: 3, priority: herald.PriorityNormal})
-	h.waitAll(ids, 60*time.Second)
-}

@@ -48,35 +48,15 @@ func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
 // status-event outbox (docs/events.md), on the one slot.
 var publishedTables = []string{"delivery", eventTable}
 
-// publishedColumns are the columns of delivery that the publication carries: those the relay
-// decides by and builds a record from (decodeDelivery), the primary key among them (a column
-// list of a publication of updates must hold the replica identity). The walsender sends every
-// UPDATE of delivery, the relay's mark, the claim and the outcome included, and turns each
-// published column into text with its type's output function; the relay decodes each column
-// it receives. The other eleven columns (the provider's answers, the errors, the arrays of
-// transition times, the receipts) were more than half the row and none of the relay's
-// business.
-var publishedColumns = []string{"id", "status", "attempts", "next_attempt_at", "updated_at",
-	"notification_id", "channel", "priority", "traceparent"}
-
-// publishedAs is table t as the publication lists it: delivery with its column list (publishedColumns).
-func publishedAs(t string) string {
-	if t == "delivery" {
-		return t + " (" + strings.Join(publishedColumns, ", ") + ")"
-	}
-	return t
-}
-
 // ensurePublication creates the publication on the delivery and delivery_event tables if
-// it does not exist, adds a table it lacks, gives delivery its column list (publishedColumns)
-// and makes an existing one publish through the partition root.
+// it does not exist, adds a table it lacks, and makes an existing one publish through the
+// partition root.
 //
 // Both tables are partitioned by day (migrations 00060, 00090): with
 // publish_via_partition_root the relay sees one relation per table, whatever partition a
 // row is in, and partitions created or dropped later need no change to the publication. A
-// publication made before the partitions (without the option), before the outbox, or before
-// the column list, is altered here; the column list by one ALTER PUBLICATION … SET TABLE, so
-// that delivery is never out of the publication in between.
+// publication made before the partitions (without the option), or before the outbox, is
+// altered here.
 //
 // It has no row filter: a filter on columns outside the replica identity (status,
 // next_attempt_at) would make every UPDATE of delivery fail, and "due" needs now() anyway.
@@ -84,13 +64,10 @@ func publishedAs(t string) string {
 // nothing to send (events are only ever inserted).
 func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) error {
 	var exists, viaRoot bool
-	var have, columns []string
+	var have []string
 	err := pool.QueryRow(ctx, `SELECT true, p.pubviaroot,
-		ARRAY(SELECT r.prrelid::regclass::text FROM pg_publication_rel r WHERE r.prpubid = p.oid),
-		ARRAY(SELECT a.attname::text FROM pg_publication_rel r JOIN pg_attribute a
-		        ON a.attrelid = r.prrelid AND a.attnum = ANY(r.prattrs)
-		       WHERE r.prpubid = p.oid AND r.prrelid = to_regclass('delivery') ORDER BY a.attname)
-		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&exists, &viaRoot, &have, &columns)
+		ARRAY(SELECT r.prrelid::regclass::text FROM pg_publication_rel r WHERE r.prpubid = p.oid)
+		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&exists, &viaRoot, &have)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("look up publication %s: %w", name, err)
 	}
@@ -98,13 +75,9 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 	if err != nil {
 		return err
 	}
-	listed := make([]string, len(tables))
-	for i, t := range tables {
-		listed[i] = publishedAs(t)
-	}
 	// name is checked against identifier in validate: safe to splice.
 	if !exists {
-		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(listed, ", ")+`
+		_, err = pool.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(tables, ", ")+`
 			WITH (publish = 'insert, update', publish_via_partition_root = true)`)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateObject {
@@ -115,18 +88,16 @@ func ensurePublication(ctx context.Context, pool *pgxpool.Pool, name string) err
 		}
 		return nil
 	}
-	// First: PostgreSQL refuses a column list on a partitioned table published through its
-	// partitions.
+	for _, t := range tables {
+		if !slices.Contains(have, t) {
+			if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` ADD TABLE `+t); err != nil {
+				return fmt.Errorf("add table %s to publication %s: %w", t, name, err)
+			}
+		}
+	}
 	if !viaRoot {
 		if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET (publish_via_partition_root = true)`); err != nil {
 			return fmt.Errorf("alter publication %s: %w", name, err)
-		}
-	}
-	want := slices.Sorted(slices.Values(publishedColumns))
-	missing := slices.ContainsFunc(tables, func(t string) bool { return !slices.Contains(have, t) })
-	if missing || (slices.Contains(tables, "delivery") && !slices.Equal(columns, want)) {
-		if _, err := pool.Exec(ctx, `ALTER PUBLICATION `+name+` SET TABLE `+strings.Join(listed, ", ")); err != nil {
-			return fmt.Errorf("set the tables of publication %s: %w", name, err)
 		}
 	}
 	return nil
