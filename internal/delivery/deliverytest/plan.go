@@ -45,17 +45,11 @@ func PlannedRelationsAfter(t testing.TB, db Beginner, setup []string, sql string
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(plan, &doc))
 	var out []string
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
+	walkPlan(doc[0]["Plan"].(map[string]any), func(node map[string]any) {
 		if r, ok := node["Relation Name"].(string); ok {
 			out = append(out, r)
 		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
-		}
-	}
-	walk(doc[0]["Plan"].(map[string]any))
+	})
 	return out
 }
 
@@ -157,18 +151,11 @@ func ScanReads(t testing.TB, db Beginner, sql string, args ...any) map[string]fl
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(plan, &doc))
 	out := map[string]float64{}
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		num := func(k string) float64 { v, _ := node[k].(float64); return v }
+	walkPlan(doc[0]["Plan"].(map[string]any), func(node map[string]any) {
 		if r, ok := node["Relation Name"].(string); ok {
-			out[r] += (num("Actual Rows") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck")) * num("Actual Loops")
+			out[r] += rowsRead(node)
 		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
-		}
-	}
-	walk(doc[0]["Plan"].(map[string]any))
+	})
 	return out
 }
 
@@ -214,30 +201,20 @@ func ExecutedScanReads(t testing.TB, pool *pgxpool.Pool, run func(ctx context.Co
 	_, err = conn.Exec(ctx, "SET auto_explain.log_min_duration = -1")
 	require.NoError(t, err)
 	out := map[string]float64{}
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		num := func(k string) float64 { v, _ := node[k].(float64); return v }
-		name := ""
+	visit := func(node map[string]any) {
 		if typ, _ := node["Node Type"].(string); strings.HasSuffix(typ, "Scan") {
+			name := strings.ToLower(typ) + " " + fmt.Sprint(node["Alias"])
 			if r, ok := node["Relation Name"].(string); ok {
 				name = r
 			} else if c, ok := node["CTE Name"].(string); ok {
 				name = "cte " + c
 			} else if i, ok := node["Index Name"].(string); ok {
 				name = "index " + i
-			} else {
-				name = strings.ToLower(typ) + " " + fmt.Sprint(node["Alias"])
 			}
+			out[name] += rowsRead(node)
 		}
-		if name != "" {
-			out[name] += (num("Actual Rows") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck")) * num("Actual Loops")
-		}
-		if removed := num("Rows Removed by Join Filter"); removed > 0 {
-			out["join filter"] += removed * num("Actual Loops")
-		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
+		if removed := planNumber(node, "Rows Removed by Join Filter"); removed > 0 {
+			out["join filter"] += removed * planNumber(node, "Actual Loops")
 		}
 	}
 	for _, p := range plans {
@@ -245,7 +222,29 @@ func ExecutedScanReads(t testing.TB, pool *pgxpool.Pool, run func(ctx context.Co
 			Plan map[string]any `json:"Plan"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(p), &doc), "auto_explain's plan: %s", p)
-		walk(doc.Plan)
+		walkPlan(doc.Plan, visit)
 	}
 	return out
+}
+
+// walkPlan calls visit on node, a plan node of EXPLAIN's JSON, and on every node below it.
+func walkPlan(node map[string]any, visit func(node map[string]any)) {
+	visit(node)
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		walkPlan(c.(map[string]any), visit)
+	}
+}
+
+// rowsRead is the rows plan node node read: returned plus removed by a filter or an index
+// recheck, times its loops.
+func rowsRead(node map[string]any) float64 {
+	return (planNumber(node, "Actual Rows") + planNumber(node, "Rows Removed by Filter") +
+		planNumber(node, "Rows Removed by Index Recheck")) * planNumber(node, "Actual Loops")
+}
+
+// planNumber is node's number k, 0 when it has none.
+func planNumber(node map[string]any, k string) float64 {
+	v, _ := node[k].(float64)
+	return v
 }
