@@ -55,10 +55,7 @@ type Claimed struct {
 // instead and the statement runs on a custom plan (ClaimBatch), where the array is a constant
 // when PostgreSQL plans it and the partitions of the ids' days are the only ones held.
 func claimSQL(locked, within string, prompt bool) string {
-	bound := within
-	if within == "" {
-		bound = ` AND d.id = ANY($1::text[]::uuid[])`
-	}
+	bound := boundOrAny(within)
 	return `
 WITH c AS (
     SELECT l.id
@@ -186,6 +183,15 @@ func oneDay(seen []Seen) (of day.Day, ok bool) {
 		of = d
 	}
 	return of, true
+}
+
+// boundOrAny is within, or, when a batch's ids are of several days and within is empty,
+// d.id = ANY($1): a constant on a custom plan, which keeps the plan to the ids' partitions.
+func boundOrAny(within string) string {
+	if within == "" {
+		return ` AND d.id = ANY($1::text[]::uuid[])`
+	}
+	return within
 }
 
 // dayWithin is the condition that bounds alias.id to day's range of ids, as constants: a

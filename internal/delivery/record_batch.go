@@ -80,9 +80,6 @@ func recordOneSQL(within, lo, hi string) string {
 // empty). Its CTE e writes the event of each send (sentEventsSQL); o's set_config tells the
 // status trigger so, before any row changes.
 func recordSQLOf(outcomes, within, lo, hi string) string {
-	if within == "" {
-		within = ` AND d.id = ANY($1::text[]::uuid[])`
-	}
 	return `
 WITH o AS (` + outcomes + `
         AS o(id, attempt, started_at, status, outcome, error, provider, provider_code, provider_message_id, retry_secs,
@@ -99,7 +96,7 @@ d AS (
            next_attempt_at = CASE WHEN o.status = 'PENDING' THEN now() + make_interval(secs => o.retry_secs)
                                   ELSE d.next_attempt_at END
       FROM o
-     WHERE d.id = o.id` + within + ` AND d.status = 'SENDING' AND d.attempts = o.attempt
+     WHERE d.id = o.id` + boundOrAny(within) + ` AND d.status = 'SENDING' AND d.attempts = o.attempt
     RETURNING d.id, d.attempts, d.status, d.next_attempt_at, d.redrive_id, d.notification_id, d.channel, d.priority,
               d.provider, d.provider_message_id, d.traceparent, o.started_at, o.outcome, o.error,
               o.provider AS attempt_provider, o.provider_code, o.tokens_removed),
