@@ -359,11 +359,10 @@ func runHighLane(c highChildConfig) error {
 	w := &childWriter{enc: json.NewEncoder(os.Stdout)}
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())),
 		sdktrace.WithSpanProcessor(w)))
-	cfg, err := pgpool.ParseConfig(c.DatabaseURL)
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, c.PoolConns, pgpool.ByKey) // dispatch's pool, as herald serve opens it
 	if err != nil {
 		return err
 	}
-	cfg.MaxConns = c.PoolConns
 	c.highSessions(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

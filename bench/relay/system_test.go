@@ -56,11 +56,10 @@ func newSystem(tb testing.TB, name string) *system {
 	return s
 }
 
-func newPool(tb testing.TB, url string, conns int32) *pgxpool.Pool {
+func newPool(tb testing.TB, url string, conns int32, settings ...map[string]string) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgpool.ParseConfig(url)
+	cfg, err := pgpool.NewConfig(url, conns, settings...)
 	heraldtest.Must(tb, err)
-	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	heraldtest.Must(tb, err)
 	tb.Cleanup(pool.Close)
@@ -74,7 +73,7 @@ func heraldSystem(tb testing.TB) *system {
 	s := newSystem(tb, "herald relay")
 	s.stages = newStages()
 	s.requests = newRequests()
-	relayPool := newPool(tb, s.pool.Config().ConnString(), 4)
+	relayPool := newPool(tb, s.pool.Config().ConnString(), 4, pgpool.ByKey) // as herald serve opens it
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks, s.requests))

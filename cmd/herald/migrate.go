@@ -29,10 +29,11 @@ func (c *commonConfig) register(f *envFlags) {
 }
 
 // openPool opens a pool of c.MaxConns connections whose sessions are named name
-// (application_name, unless the URL names them; docs/operations.md) and checks that one
+// (application_name, unless the URL names them; docs/operations.md), with the session settings
+// more beside c's (pgpool.ByKey for the relay's and dispatch's pools), and checks that one
 // connects.
-func openPool(ctx context.Context, c commonConfig, name string) (*pgxpool.Pool, error) {
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), c.sessionSettings)
+func openPool(ctx context.Context, c commonConfig, name string, more ...map[string]string) (*pgxpool.Pool, error) {
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), append([]map[string]string{c.sessionSettings}, more...)...)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -461,7 +461,7 @@ const relayPoolConns = 4
 func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, func(), error) {
 	pc := c.commonConfig
 	pc.MaxConns = relayPoolConns
-	pool, err := openPool(ctx, pc, "herald-relay")
+	pool, err := openPool(ctx, pc, "herald-relay", pgpool.ByKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -551,7 +551,7 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	for _, p := range cfg.Run {
 		pc.MaxConns += cfg.Lanes[p].Concurrency
 	}
-	pool, err := openPool(ctx, pc, "herald-dispatch")
+	pool, err := openPool(ctx, pc, "herald-dispatch", pgpool.ByKey)
 	if err != nil {
 		return nil, nil, err
 	}
