@@ -158,5 +158,5 @@ func (s *system) warmUp(b *testing.B, res *result.Result, broker bool) {
 // less than jitQuiet of a core, or after warmUpRounds rounds.
 const (
 	jitQuiet     = 0.05
-	warmUpRounds = 8
+	warmUpRounds = 12
 )
