@@ -44,9 +44,10 @@ func newHarness(t testing.TB, brokers []string) *harness {
 // newHarnessOn is newHarness on the database at url.
 func newHarnessOn(t testing.TB, brokers []string, url string) *harness {
 	t.Helper()
-	pcfg, err := pgpool.ParseConfig(url)
+	// The relay's own statements and a test's concurrent inserters, planned as herald serve's
+	// relay pool plans (pgpool.ByKey).
+	pcfg, err := pgpool.NewConfig(url, 16, pgpool.ByKey())
 	require.NoError(t, err)
-	pcfg.MaxConns = 16 // the relay's own statements and a test's concurrent inserters
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -48,7 +48,7 @@ func newEnv(t testing.TB) *env {
 	q := u.Query()
 	q.Set("pool_max_conns", "32")
 	u.RawQuery = q.Encode()
-	pool, err := pgpool.New(context.Background(), u.String(), 0)
+	pool, err := pgpool.New(context.Background(), u.String(), 0, pgpool.ByKey()) // as herald serve's dispatch pool
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	rdb, prefix := stacktest.Redis(t)

@@ -101,7 +101,7 @@ func startStack(b *testing.B, o options) *stack {
 		dbURL = withEventsOff(b, dbURL)
 	}
 	s := &stack{pool: newPool(b, dbURL, o.poolConns), cancel: cancel}
-	relayPool := newPool(b, dbURL, 4, pgpool.ByKey) // as herald serve opens them
+	relayPool := newPool(b, dbURL, 4, pgpool.ByKey()) // as herald serve opens them
 	workers := 4
 	for p, l := range dispatch.DefaultLanes {
 		if n := o.concurrency[p]; n > 0 {
@@ -109,7 +109,7 @@ func startStack(b *testing.B, o options) *stack {
 		}
 		workers += l.Concurrency
 	}
-	dispatchPool := newPool(b, dbURL, int32(workers), pgpool.ByKey)
+	dispatchPool := newPool(b, dbURL, int32(workers), pgpool.ByKey())
 	b.Cleanup(s.stop)
 	topics := stacktest.KafkaTopics(b, map[string]int32{"high": 12, "normal": 6, "low": 2, "events": cdc.DefaultEventsPartitions})
 	s.events = topics["events"]

@@ -359,7 +359,7 @@ func runHighLane(c highChildConfig) error {
 	w := &childWriter{enc: json.NewEncoder(os.Stdout)}
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())),
 		sdktrace.WithSpanProcessor(w)))
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, c.PoolConns, pgpool.ByKey) // dispatch's pool, as herald serve opens it
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, c.PoolConns, pgpool.ByKey()) // dispatch's pool, as herald serve opens it
 	if err != nil {
 		return err
 	}

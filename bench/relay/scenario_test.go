@@ -127,28 +127,44 @@ func (s *system) warmUp(b *testing.B, res *result.Result, broker bool) {
 	jit, err := settle.FindBrokerJIT()
 	if err != nil {
 		b.Logf("%s: the broker's compiler is not measured (%v): one warm-up round", s.name, err)
+	} else {
+		b.Logf("%s: the broker's compiler threads are read from process %s", s.name, jit.PID())
 	}
 	start := time.Now()
 	for round := 1; ; round++ {
-		var before time.Duration
+		var before settle.JITSample
 		if jit != nil {
-			before, err = jit.CPU()
-			heraldtest.Must(b, err)
+			if before, err = jit.Sample(); err != nil {
+				b.Logf("%s: the broker's compiler is no longer measured (%v)", s.name, err)
+				jit = nil
+			}
 		}
 		t0 := time.Now()
 		l := s.latencyPhase(b, rates[1], warmUpDuration(), tailLimit())
-		var share float64
+		line := fmt.Sprintf("%s: broker warm-up round %d at %d rows/s for %v: %d rows, %d not visible, commit → visible p99 %.2f ms",
+			s.name, round, rates[1], warmUpDuration(), l.fromDue.TotalCount(), l.invisible, float64(l.commit.ValueAtQuantile(99))/1000)
+		quiet, share := jit == nil, -1.0
 		if jit != nil {
-			after, err := jit.CPU()
-			heraldtest.Must(b, err)
-			share = max(0, after-before).Seconds() / time.Since(t0).Seconds()
+			after, err := jit.Sample()
+			if err != nil {
+				b.Logf("%s: the broker's compiler is no longer measured (%v)", s.name, err)
+				jit, quiet = nil, true
+			} else {
+				used, whole := after.Since(before)
+				share = used.Seconds() / time.Since(t0).Seconds()
+				quiet = whole && share < jitQuiet // a compiler thread that ended was busy: not quiet
+				line += fmt.Sprintf("; the broker's compiler threads used %.0f %% of a core", share*100)
+				if !whole {
+					line += " (at least: a compiler thread ended)"
+				}
+			}
 		}
-		b.Logf("%s: broker warm-up round %d at %d rows/s for %v: %d rows, %d not visible, commit → visible p99 %.2f ms; "+
-			"the broker's compiler threads used %.0f %% of a core", s.name, round, rates[1], warmUpDuration(),
-			l.fromDue.TotalCount(), l.invisible, float64(l.commit.ValueAtQuantile(99))/1000, share*100)
-		if jit == nil || share < jitQuiet || round == warmUpRounds {
+		b.Log(line)
+		if quiet || round == warmUpRounds {
 			res.Add(result.Figure{Group: s.name, Name: "broker warm-up before the phases", Value: time.Since(start).Seconds(), Unit: "s"})
-			res.Add(result.Figure{Group: s.name, Name: "broker compiler's share of a core in the last warm-up round", Value: share * 100, Unit: "%"})
+			if share >= 0 {
+				res.Add(result.Figure{Group: s.name, Name: "broker compiler's share of a core in the last warm-up round", Value: share * 100, Unit: "%"})
+			}
 			return
 		}
 	}

@@ -73,7 +73,7 @@ func heraldSystem(tb testing.TB) *system {
 	s := newSystem(tb, "herald relay")
 	s.stages = newStages()
 	s.requests = newRequests()
-	relayPool := newPool(tb, s.pool.Config().ConnString(), 4, pgpool.ByKey) // as herald serve opens it
+	relayPool := newPool(tb, s.pool.Config().ConnString(), 4, pgpool.ByKey()) // as herald serve opens it
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
 		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks, s.requests))

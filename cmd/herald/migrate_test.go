@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/stacktest"
 )
 
@@ -21,20 +21,31 @@ func TestOpenPoolSessionsHaveJITOff(t *testing.T) {
 	require.EqualValues(t, 3, pool.Config().MaxConns)
 }
 
-// TestOpenPoolByKeySessionsHaveSeqScanOff: the relay's and dispatch's pools (openPool with
-// pgpool.ByKey) plan without sequential scans; the other pools keep PostgreSQL's default.
-func TestOpenPoolByKeySessionsHaveSeqScanOff(t *testing.T) {
-	c := commonConfig{DatabaseURL: stacktest.PostgresURL(t), MaxConns: 1}
-	for _, tc := range []struct {
-		more []map[string]string
-		want string
-	}{{nil, "on"}, {[]map[string]string{pgpool.ByKey}, "off"}} {
-		pool, err := openPool(t.Context(), c, "herald-relay", tc.more...)
+// TestRelayAndDispatchSessionsPlanWithoutSeqScan: herald serve's relay and dispatch pools
+// plan without sequential scans (pgpool.ByKey), the API's pool keeps PostgreSQL's default,
+// and a setting in --database-url wins over herald's.
+func TestRelayAndDispatchSessionsPlanWithoutSeqScan(t *testing.T) {
+	url := stacktest.PostgresURL(t)
+	c := commonConfig{DatabaseURL: url, MaxConns: 1}
+	settings := func(pool *pgxpool.Pool, err error) (seqscan, jit string) {
+		t.Helper()
 		require.NoError(t, err)
-		var seqscan, jit string
+		defer pool.Close()
 		require.NoError(t, pool.QueryRow(t.Context(), "SELECT current_setting('enable_seqscan'), current_setting('jit')").Scan(&seqscan, &jit))
-		pool.Close()
-		require.Equal(t, tc.want, seqscan)
-		require.Equal(t, "off", jit, "herald's own settings stay")
+		return seqscan, jit
 	}
+	for name, open := range map[string]func(commonConfig) (*pgxpool.Pool, error){
+		"relay":    func(c commonConfig) (*pgxpool.Pool, error) { return openRelayPool(t.Context(), c) },
+		"dispatch": func(c commonConfig) (*pgxpool.Pool, error) { return openDispatchPool(t.Context(), c, 2) },
+	} {
+		seqscan, jit := settings(open(c))
+		require.Equal(t, "off", seqscan, name)
+		require.Equal(t, "off", jit, "%s: herald's own settings stay", name)
+		withURL := c
+		withURL.DatabaseURL = url + "&enable_seqscan=on"
+		seqscan, _ = settings(open(withURL))
+		require.Equal(t, "on", seqscan, "%s: the URL's setting wins", name)
+	}
+	seqscan, _ := settings(openPool(t.Context(), c, "herald"))
+	require.Equal(t, "on", seqscan, "the API's pool")
 }

@@ -458,10 +458,22 @@ func highPublisher(c serveConfig) ([]ingest.Option, func(), error) {
 // set of dispatch workers never delays marking rows QUEUED.
 const relayPoolConns = 4
 
+// openRelayPool opens the relay's pool: relayPoolConns sessions named herald-relay, which
+// plan by key (pgpool.ByKey).
+func openRelayPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
+	c.MaxConns = relayPoolConns
+	return openPool(ctx, c, "herald-relay", pgpool.ByKey())
+}
+
+// openDispatchPool opens dispatch's pool: conns sessions named herald-dispatch, which plan by
+// key (pgpool.ByKey).
+func openDispatchPool(ctx context.Context, c commonConfig, conns int) (*pgxpool.Pool, error) {
+	c.MaxConns = conns
+	return openPool(ctx, c, "herald-dispatch", pgpool.ByKey())
+}
+
 func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, func(), error) {
-	pc := c.commonConfig
-	pc.MaxConns = relayPoolConns
-	pool, err := openPool(ctx, pc, "herald-relay", pgpool.ByKey)
+	pool, err := openRelayPool(ctx, c.commonConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -546,12 +558,11 @@ func newDispatcher(ctx context.Context, c serveConfig, log *zap.Logger) (*dispat
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := c.commonConfig
-	pc.MaxConns = dispatchPoolSpare
+	conns := dispatchPoolSpare
 	for _, p := range cfg.Run {
-		pc.MaxConns += cfg.Lanes[p].Concurrency
+		conns += cfg.Lanes[p].Concurrency
 	}
-	pool, err := openPool(ctx, pc, "herald-dispatch", pgpool.ByKey)
+	pool, err := openDispatchPool(ctx, c.commonConfig, conns)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -29,7 +29,7 @@ func TestBatchesProbeByPrimaryKeyOnAPartitionThatGrewUnderTheirPlans(t *testing.
 	t.Parallel()
 	ctx := context.Background()
 	base := stacktest.Postgres(t)
-	pool, err := pgpool.New(ctx, base.Config().ConnString(), 0, pgpool.ByKey)
+	pool, err := pgpool.New(ctx, base.Config().ConnString(), 0, pgpool.ByKey())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	spec := deliverytest.Spec{ClientID: deliverytest.Client(t, pool)}
@@ -65,7 +65,12 @@ func TestBatchesProbeByPrimaryKeyOnAPartitionThatGrewUnderTheirPlans(t *testing.
 	reads := deliverytest.ExecutedScanReads(t, pool, func(ctx context.Context, conn *pgx.Conn) {
 		send(ctx, conn, []string{first})
 		deliverytest.Backlog(t, pool, 20_000, spec)
-		send(ctx, conn, deliverytest.Insert(t, pool, 10, spec))
+		ids := deliverytest.Insert(t, pool, 10, spec)
+		var in int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+part+` WHERE id = ANY($1::uuid[])`, ids).Scan(&in))
+		require.Equal(t, len(ids), in, "the ten rows are in %s too", part)
+		send(ctx, conn, ids)
 	})
+	require.GreaterOrEqual(t, reads[part], 10.0, "rows of %s read: %v", part, reads)
 	require.Less(t, reads[part], 200.0, "rows of %s read by the statements (%v): %v", part, time.Since(start), reads)
 }

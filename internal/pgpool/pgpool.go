@@ -5,6 +5,7 @@ package pgpool
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,20 +30,23 @@ func Configure(cfg *pgconn.Config) {
 	}
 }
 
-// ByKey are the session settings of the pools whose statements find their rows by key, one
-// primary-key probe per row: the relay's (the QUEUED mark, the sweeper, the reaper) and
-// dispatch's (the read, the claim, the outcome). They are startup parameters, passed to New
-// or NewConfig beside herald's own.
+// ByKey returns the session settings of the pools whose statements find their rows through
+// an index, a probe per row of a batch or a range of a partial index: the relay's (the QUEUED
+// mark, the sweeper, the reaper) and dispatch's (the read, the claim, the outcome). They are
+// startup parameters, passed to New or NewConfig beside herald's own.
 //
 //   - enable_seqscan=off. A day's partition starts empty, and PostgreSQL keeps a prepared
-//     statement's generic plan until the partition is first analyzed: a plan made while the
-//     partition held a page or two read it whole on every run as it grew, a sequential scan
-//     filtered by the batch's array of ids (the relay's marks read 2.1 million rows in 267
-//     scans before autovacuum first analyzed the day's partition in the relay scenario;
+//     statement's generic plan until something invalidates it (the partition's first
+//     analyze, a vacuum or DDL on it): a plan made while the partition held a page or two
+//     read it whole on every run as it grew, a sequential scan filtered by the batch's
+//     array of ids (the relay's marks read 2.1 million rows in 267 scans before autovacuum
+//     first analyzed the day's partition in the relay scenario;
 //     TestBatchesProbeByPrimaryKeyOnAPartitionThatGrewUnderTheirPlans). Off, the planner
-//     takes the primary key whatever the partition's size; a table with no index still gets
-//     its sequential scan.
-var ByKey = map[string]string{"enable_seqscan": "off"}
+//     takes the cheapest plan that is not a sequential scan, whatever the partition's size;
+//     a table with no usable index still gets its sequential scan. Dispatch's claim and
+//     outcome bound their ids with constants and were not affected; for them the setting is
+//     a precaution.
+func ByKey() map[string]string { return map[string]string{"enable_seqscan": "off"} }
 
 // ParseConfig parses a PostgreSQL URL or DSN into a pool configuration with herald's
 // session settings (Configure).
@@ -57,7 +61,8 @@ func ParseConfig(connString string) (*pgxpool.Config, error) {
 
 // New opens a pool on connString with herald's session settings, the given extra settings
 // (startup parameters; nil: none) and at most maxConns connections (0: pgxpool's default).
-// It does not dial; the first query does.
+// A setting that connString gives itself wins over both, as for jit. It does not dial; the
+// first query does.
 func New(ctx context.Context, connString string, maxConns int32, settings ...map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := NewConfig(connString, maxConns, settings...)
 	if err != nil {
@@ -69,13 +74,17 @@ func New(ctx context.Context, connString string, maxConns int32, settings ...map
 // NewConfig is the configuration New opens its pool with, for a caller that sets more of it
 // (MinConns) before opening the pool itself.
 func NewConfig(connString string, maxConns int32, settings ...map[string]string) (*pgxpool.Config, error) {
-	cfg, err := ParseConfig(connString)
+	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
+	fromURL := maps.Clone(cfg.ConnConfig.RuntimeParams)
+	Configure(&cfg.ConnConfig.Config)
 	for _, m := range settings {
 		for k, v := range m {
-			cfg.ConnConfig.RuntimeParams[k] = v
+			if _, set := fromURL[k]; !set {
+				cfg.ConnConfig.RuntimeParams[k] = v
+			}
 		}
 	}
 	if maxConns > 0 {

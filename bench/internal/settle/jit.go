@@ -27,12 +27,14 @@ type BrokerJIT struct {
 }
 
 // FindBrokerJIT finds the local broker's process (a java process running kafka.Kafka). It
-// returns an error when there is none on this machine, as with a remote broker.
+// returns an error when there is none on this machine, as with a remote broker, or more than
+// one, when it cannot tell which one the benchmark uses.
 func FindBrokerJIT() (*BrokerJIT, error) {
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
 		return nil, err
 	}
+	var found []string
 	for _, p := range procs {
 		cmd, err := os.ReadFile(p)
 		if err != nil {
@@ -40,23 +42,54 @@ func FindBrokerJIT() (*BrokerJIT, error) {
 		}
 		args := bytes.Split(cmd, []byte{0})
 		if len(args) > 0 && filepath.Base(string(args[0])) == "java" && bytes.Contains(cmd, []byte("\x00kafka.Kafka\x00")) {
-			return &BrokerJIT{pid: filepath.Base(filepath.Dir(p))}, nil
+			found = append(found, filepath.Base(filepath.Dir(p)))
 		}
 	}
-	return nil, errors.New("no local Kafka broker process (java … kafka.Kafka)")
+	switch len(found) {
+	case 0:
+		return nil, errors.New("no local Kafka broker process (java … kafka.Kafka)")
+	case 1:
+		return &BrokerJIT{pid: found[0]}, nil
+	default:
+		return nil, fmt.Errorf("%d local Kafka broker processes (pids %s)", len(found), strings.Join(found, ", "))
+	}
 }
 
-// CPU is the CPU time the broker's compiler threads (HotSpot's "C1 CompilerThre…" and
-// "C2 CompilerThre…") have used since the broker started.
-func (j *BrokerJIT) CPU() (time.Duration, error) {
+// PID is the broker's process id.
+func (j *BrokerJIT) PID() string { return j.pid }
+
+// JITSample is the CPU time each of the broker's compiler threads had used when sampled, by
+// thread id.
+type JITSample map[string]time.Duration
+
+// Since is the CPU time the compiler threads used from s0 to s: each thread's increase, and
+// the whole time of a thread that started in between. ok is false when a thread of s0 ended
+// in between (HotSpot ends compiler threads it no longer needs), whose last CPU time is lost:
+// the figure is then a lower bound.
+func (s JITSample) Since(s0 JITSample) (d time.Duration, ok bool) {
+	ok = true
+	for tid, t := range s {
+		d += t - s0[tid]
+	}
+	for tid := range s0 {
+		if _, alive := s[tid]; !alive {
+			ok = false
+		}
+	}
+	return d, ok
+}
+
+// Sample reads the CPU time the broker's compiler threads (HotSpot's "C1 CompilerThre…" and
+// "C2 CompilerThre…") have used since each started.
+func (j *BrokerJIT) Sample() (JITSample, error) {
 	tasks, err := filepath.Glob(filepath.Join("/proc", j.pid, "task", "*"))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(tasks) == 0 {
-		return 0, fmt.Errorf("broker process %s is gone", j.pid)
+		return nil, fmt.Errorf("broker process %s is gone", j.pid)
 	}
-	var ticks int64
+	out := JITSample{}
 	for _, t := range tasks {
 		comm, err := os.ReadFile(filepath.Join(t, "comm"))
 		if err != nil || !strings.Contains(string(comm), "CompilerThre") {
@@ -68,11 +101,11 @@ func (j *BrokerJIT) CPU() (time.Duration, error) {
 		}
 		n, err := statCPU(stat)
 		if err != nil {
-			return 0, fmt.Errorf("%s/stat: %w", t, err)
+			return nil, fmt.Errorf("%s/stat: %w", t, err)
 		}
-		ticks += n
+		out[filepath.Base(t)] = time.Duration(n) * clockTick
 	}
-	return time.Duration(ticks) * clockTick, nil
+	return out, nil
 }
 
 // statCPU is utime + stime of a /proc/…/stat line, in clock ticks: fields 14 and 15, counted

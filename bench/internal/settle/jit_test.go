@@ -1,6 +1,9 @@
 package settle
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestStatCPUCountsAfterTheCommandName(t *testing.T) {
 	// A HotSpot compiler thread: its name holds a space and the fields after it are counted
@@ -15,5 +18,17 @@ func TestStatCPUCountsAfterTheCommandName(t *testing.T) {
 	}
 	if _, err := statCPU([]byte("2450 (C2 CompilerThre) S 2432")); err == nil {
 		t.Fatal("statCPU of a short line: no error")
+	}
+}
+
+func TestJITSampleSinceCountsThreadsThatCameAndWent(t *testing.T) {
+	s0 := JITSample{"10": time.Second, "11": 2 * time.Second}
+	d, ok := JITSample{"10": 3 * time.Second, "11": 2 * time.Second, "12": time.Second}.Since(s0)
+	if d != 3*time.Second || !ok {
+		t.Fatalf("a new thread: Since = %v, %v; want 3s, true", d, ok)
+	}
+	d, ok = JITSample{"10": 3 * time.Second}.Since(s0)
+	if d != 2*time.Second || ok {
+		t.Fatalf("a thread that ended: Since = %v, %v; want 2s (a lower bound), false", d, ok)
 	}
 }
