@@ -49,6 +49,20 @@ func openPool(ctx context.Context, c commonConfig, name string, more ...map[stri
 	return pool, nil
 }
 
+// openRelayPool opens the relay's pool: relayPoolConns sessions named herald-relay, which
+// plan by key (pgpool.ByKey).
+func openRelayPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
+	c.MaxConns = relayPoolConns
+	return openPool(ctx, c, "herald-relay", pgpool.ByKey())
+}
+
+// openDispatchPool opens dispatch's pool: conns sessions named herald-dispatch, which plan by
+// key (pgpool.ByKey).
+func openDispatchPool(ctx context.Context, c commonConfig, conns int) (*pgxpool.Pool, error) {
+	c.MaxConns = conns
+	return openPool(ctx, c, "herald-dispatch", pgpool.ByKey())
+}
+
 func runMigrate(ctx context.Context, args []string) error {
 	var c commonConfig
 	f := newFlags("migrate")

@@ -458,20 +458,6 @@ func highPublisher(c serveConfig) ([]ingest.Option, func(), error) {
 // set of dispatch workers never delays marking rows QUEUED.
 const relayPoolConns = 4
 
-// openRelayPool opens the relay's pool: relayPoolConns sessions named herald-relay, which
-// plan by key (pgpool.ByKey).
-func openRelayPool(ctx context.Context, c commonConfig) (*pgxpool.Pool, error) {
-	c.MaxConns = relayPoolConns
-	return openPool(ctx, c, "herald-relay", pgpool.ByKey())
-}
-
-// openDispatchPool opens dispatch's pool: conns sessions named herald-dispatch, which plan by
-// key (pgpool.ByKey).
-func openDispatchPool(ctx context.Context, c commonConfig, conns int) (*pgxpool.Pool, error) {
-	c.MaxConns = conns
-	return openPool(ctx, c, "herald-dispatch", pgpool.ByKey())
-}
-
 func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, func(), error) {
 	pool, err := openRelayPool(ctx, c.commonConfig)
 	if err != nil {
