@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -41,14 +42,94 @@ var errUnchangedToast = errors.New("unchanged TOAST value")
 type relation struct {
 	namespace, name string
 	columns         map[string]int
+	status          int // the position of the status column; -1 if the table has none
 }
 
 func newRelation(m *pglogrepl.RelationMessage) *relation {
-	r := &relation{namespace: m.Namespace, name: m.RelationName, columns: make(map[string]int, len(m.Columns))}
+	r := &relation{namespace: m.Namespace, name: m.RelationName, columns: make(map[string]int, len(m.Columns)), status: -1}
 	for i, c := range m.Columns {
 		r.columns[c.Name] = i
+		if c.Name == "status" {
+			r.status = i
+		}
 	}
 	return r
+}
+
+// droppable reports whether body, a pgoutput UPDATE message after its type byte, is one the
+// relay has nothing to do with, read off its bytes without decoding it: an update of a
+// known table other than delivery (the relay publishes status events when they are
+// inserted), or a delivery row whose new status is not PENDING. Most of the stream is
+// such updates (the mark, the claim, the outcome of every delivery), and pglogrepl's
+// parse of one allocates every column of the row twice over.
+//
+// It says false whenever the full parse must decide: an unknown relation, a status that is
+// NULL or not in text, a message that is not well formed to its last byte (the full parse
+// turns it into the session's error).
+func droppable(body []byte, relations map[uint32]*relation) bool {
+	if len(body) < 5 {
+		return false
+	}
+	rel, ok := relations[binary.BigEndian.Uint32(body)]
+	switch {
+	case !ok:
+		return false
+	case rel.name != "delivery":
+		return true
+	case rel.status < 0:
+		return false
+	}
+	p := body[4:]
+	if p[0] == pglogrepl.UpdateMessageTupleTypeKey || p[0] == pglogrepl.UpdateMessageTupleTypeOld {
+		n, _, ok := walkTuple(p[1:], -1)
+		if !ok {
+			return false
+		}
+		p = p[1+n:]
+	}
+	if len(p) == 0 || p[0] != pglogrepl.UpdateMessageTupleTypeNew {
+		return false
+	}
+	n, status, ok := walkTuple(p[1:], rel.status)
+	return ok && 1+n == len(p) && status != nil && string(status) != string(herald.StatusPending)
+}
+
+// walkTuple walks pgoutput TupleData at the start of p and returns its length and the text of
+// column want (nil if want is out of range, or the column is NULL, unchanged TOAST or
+// binary). ok is false if p ends before the tuple does or holds a column kind pgoutput does
+// not send.
+func walkTuple(p []byte, want int) (n int, text []byte, ok bool) {
+	if len(p) < 2 {
+		return 0, nil, false
+	}
+	cols := int(binary.BigEndian.Uint16(p))
+	n = 2
+	for i := range cols {
+		if n >= len(p) {
+			return 0, nil, false
+		}
+		kind := p[n]
+		n++
+		switch kind {
+		case pglogrepl.TupleDataTypeNull, pglogrepl.TupleDataTypeToast:
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			if len(p)-n < 4 {
+				return 0, nil, false
+			}
+			size := binary.BigEndian.Uint32(p[n:])
+			n += 4
+			if uint64(size) > uint64(len(p)-n) {
+				return 0, nil, false
+			}
+			if i == want && kind == pglogrepl.TupleDataTypeText {
+				text = p[n : n+int(size)]
+			}
+			n += int(size)
+		default:
+			return 0, nil, false
+		}
+	}
+	return n, text, true
 }
 
 // tupleDecoder decodes delivery tuples. It is not safe for concurrent use.

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -190,5 +191,130 @@ func TestDecodeStopsAtAStatusOtherThanPending(t *testing.T) {
 		require.NoError(t, err, status)
 		require.Equal(t, status, row.Status)
 		require.False(t, row.due())
+	}
+}
+
+// updateBytes encodes a pgoutput UPDATE message of relation 1 (its type byte included) with
+// the new tuple of values by column name, as testTuple reads them, and the old tuple if old
+// is 'K' or 'O'.
+func updateBytes(rel *relation, old byte, values map[string]string) []byte {
+	msg := []byte{'U', 0, 0, 0, 1}
+	if old != 0 {
+		msg = append(msg, old)
+		msg = appendTuple(msg, testTuple(rel, values))
+	}
+	msg = append(msg, 'N')
+	return appendTuple(msg, testTuple(rel, values))
+}
+
+func appendTuple(b []byte, t *pglogrepl.TupleData) []byte {
+	b = binary.BigEndian.AppendUint16(b, t.ColumnNum)
+	for _, c := range t.Columns {
+		b = append(b, c.DataType)
+		if c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(c.Data)))
+			b = append(b, c.Data...)
+		}
+	}
+	return b
+}
+
+// TestDroppableUpdates: herald's own updates of a delivery (QUEUED, SENDING, an outcome) and
+// any update of another published table are dropped off the message's bytes; a PENDING row,
+// a status the bytes cannot tell, an unknown relation and a message that is not well formed
+// go to the full parse.
+func TestDroppableUpdates(t *testing.T) {
+	rel := testRelation(deliveryColumns...)
+	rels := map[uint32]*relation{1: rel}
+	with := func(status string) map[string]string {
+		v := baseValues()
+		v["status"] = status
+		if status == "" {
+			delete(v, "status")
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		drop bool
+	}{
+		{"queued", updateBytes(rel, 0, with("QUEUED")), true},
+		{"sent", updateBytes(rel, 0, with("SENT")), true},
+		{"sending, old tuple sent in full", updateBytes(rel, 'O', with("SENDING")), true},
+		{"sending, old key sent", updateBytes(rel, 'K', with("SENDING")), true},
+		{"pending", updateBytes(rel, 0, with("PENDING")), false},
+		{"pending, old tuple sent in full", updateBytes(rel, 'O', with("PENDING")), false},
+		{"status null", updateBytes(rel, 0, with("")), false},
+		{"status a prefix of PENDING", updateBytes(rel, 0, with("PEND")), true},
+		{"a byte too many", append(updateBytes(rel, 0, with("QUEUED")), 0), false},
+		{"no new tuple", []byte{'U', 0, 0, 0, 1, 'X'}, false},
+		{"unknown relation", append([]byte{'U', 0, 0, 0, 2}, updateBytes(rel, 0, with("QUEUED"))[5:]...), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.drop, droppable(tc.msg[1:], rels))
+		})
+	}
+
+	t.Run("status unchanged TOAST", func(t *testing.T) {
+		require.False(t, droppable(updateBytes(rel, 0, with("\x00toast"))[1:], rels))
+	})
+	t.Run("truncated anywhere", func(t *testing.T) {
+		msg := updateBytes(rel, 'O', with("QUEUED"))
+		for n := 1; n < len(msg); n++ {
+			require.False(t, droppable(msg[1:n], rels), "cut at %d of %d", n, len(msg))
+		}
+	})
+	t.Run("a table without status", func(t *testing.T) {
+		r := testRelation("id", "updated_at")
+		require.False(t, droppable(updateBytes(r, 0, baseValues())[1:], map[uint32]*relation{1: r}))
+	})
+	t.Run("another published table", func(t *testing.T) {
+		r := testRelation("id", "status")
+		r.name = eventTable
+		require.True(t, droppable(updateBytes(r, 0, with("PENDING"))[1:], map[uint32]*relation{1: r}))
+	})
+}
+
+// FuzzDroppable feeds arbitrary UPDATE messages to droppable: it never panics, and an update it
+// drops is one the full parse reads, with a new delivery tuple the full path would not
+// publish either.
+func FuzzDroppable(f *testing.F) {
+	rel := testRelation(deliveryColumns...)
+	for _, s := range []string{"QUEUED", "PENDING", "SENT"} {
+		v := baseValues()
+		v["status"] = s
+		f.Add(updateBytes(rel, 0, v)[1:])
+		f.Add(updateBytes(rel, 'O', v)[1:])
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !droppable(body, map[uint32]*relation{1: rel}) {
+			return
+		}
+		m, err := parseWAL(append([]byte{'U'}, body...))
+		require.NoError(t, err)
+		u, ok := m.(*pglogrepl.UpdateMessage)
+		require.True(t, ok)
+		// The full path publishes nothing for a row it cannot decode either.
+		if row, err := newTupleDecoder().decode(rel, u.NewTuple); err == nil {
+			require.NotEqual(t, herald.StatusPending, row.Status)
+			require.False(t, row.due())
+		}
+	})
+}
+
+// BenchmarkHandleUpdate is the stream's work for one of herald's own updates of a delivery
+// (here a claim's: SENDING), which it drops.
+func BenchmarkHandleUpdate(b *testing.B) {
+	rel := testRelation(deliveryColumns...)
+	v := baseValues()
+	v["status"] = "SENDING"
+	msg := updateBytes(rel, 0, v)
+	s := &stream{relations: map[uint32]*relation{1: rel}, dec: newTupleDecoder(), cur: &txn{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.handleWAL(msg); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

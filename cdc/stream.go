@@ -163,6 +163,9 @@ func (s *stream) keepaliveSeen(msg pgproto3.BackendMessage) bool {
 // handleWAL decodes one pgoutput message (protocol version 1: whole transactions, in commit
 // order, each between BEGIN and COMMIT).
 func (s *stream) handleWAL(data []byte) error {
+	if s.cur != nil && len(data) > 0 && data[0] == byte(pglogrepl.MessageTypeUpdate) && droppable(data[1:], s.relations) {
+		return nil
+	}
 	lm, err := parseWAL(data)
 	if err != nil {
 		return fmt.Errorf("parse pgoutput message: %w", err)
