@@ -32,11 +32,11 @@ func BenchmarkScenarioThroughput(b *testing.B) {
 	const batch = 10_000
 	river := riverbench.Build(b) // compiled before anything is measured
 	s := startStack(b, options{poolConns: 80, concurrency: map[herald.Priority]int{
-		herald.PriorityHigh: 4, herald.PriorityNormal: 64, herald.PriorityLow: 4}})
+		herald.PriorityHigh: 4, herald.PriorityNormal: liftedConcurrency, herald.PriorityLow: 4}})
 	called := s.countCalls()
 	r := result.New("throughput", "end to end with limits lifted: deliveries per second")
 	r.Load = fmt.Sprintf("a backlog of %d NORMAL SMS deliveries inserted in transactions of %d while herald runs; "+
-		"no rate limit, a provider that answers at once, NORMAL lane concurrency 64", backlog, batch)
+		"no rate limit, a provider that answers at once, NORMAL lane concurrency %d", backlog, batch, liftedConcurrency)
 
 	var clientID string
 	heraldtest.Must(b, s.pool.QueryRow(context.Background(), `SELECT id FROM api_client LIMIT 1`).Scan(&clientID))
