@@ -42,16 +42,12 @@ var errUnchangedToast = errors.New("unchanged TOAST value")
 type relation struct {
 	namespace, name string
 	columns         map[string]int
-	status          int // the position of the status column; -1 if the table has none
 }
 
 func newRelation(m *pglogrepl.RelationMessage) *relation {
-	r := &relation{namespace: m.Namespace, name: m.RelationName, columns: make(map[string]int, len(m.Columns)), status: -1}
+	r := &relation{namespace: m.Namespace, name: m.RelationName, columns: make(map[string]int, len(m.Columns))}
 	for i, c := range m.Columns {
 		r.columns[c.Name] = i
-		if c.Name == "status" {
-			r.status = i
-		}
 	}
 	return r
 }
@@ -71,12 +67,14 @@ func droppable(body []byte, relations map[uint32]*relation) bool {
 		return false
 	}
 	rel, ok := relations[binary.BigEndian.Uint32(body)]
-	switch {
-	case !ok:
+	if !ok {
 		return false
-	case rel.name != "delivery":
+	}
+	if rel.name != deliveryTable {
 		return true
-	case rel.status < 0:
+	}
+	statusAt, ok := rel.columns["status"]
+	if !ok {
 		return false
 	}
 	p := body[4:]
@@ -90,7 +88,7 @@ func droppable(body []byte, relations map[uint32]*relation) bool {
 	if len(p) == 0 || p[0] != pglogrepl.UpdateMessageTupleTypeNew {
 		return false
 	}
-	n, status, ok := walkTuple(p[1:], rel.status)
+	n, status, ok := walkTuple(p[1:], statusAt)
 	return ok && 1+n == len(p) && status != nil && string(status) != string(herald.StatusPending)
 }
 

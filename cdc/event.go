@@ -17,6 +17,9 @@ import (
 // carries its inserts beside delivery's, through the partition root.
 const eventTable = "delivery_event"
 
+// deliveryTable is the table whose due rows the relay publishes.
+const deliveryTable = "delivery"
+
 // eventRow is a delivery_event row as the relay publishes it.
 type eventRow struct {
 	ID             string

@@ -46,7 +46,7 @@ func ensureTopics(ctx context.Context, kafka *kgo.Client, cfg Config) error {
 
 // publishedTables are the tables of the relay's publication: the deliveries and the
 // status-event outbox (docs/events.md), on the one slot.
-var publishedTables = []string{"delivery", eventTable}
+var publishedTables = []string{deliveryTable, eventTable}
 
 // ensurePublication creates the publication on the delivery and delivery_event tables if
 // it does not exist, adds a table it lacks, and makes an existing one publish through the

@@ -206,7 +206,7 @@ func (s *stream) handleTuple(relID uint32, tuple *pglogrepl.TupleData, insert bo
 		return fmt.Errorf("row change for unknown relation %d", relID)
 	}
 	switch {
-	case rel.name == "delivery":
+	case rel.name == deliveryTable:
 		return s.handleDelivery(rel, tuple)
 	case rel.name == eventTable && insert:
 		return s.handleEvent(rel, tuple)

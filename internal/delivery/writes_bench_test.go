@@ -20,16 +20,24 @@ import (
 
 // writeCost is what one statement cost PostgreSQL, from EXPLAIN (ANALYZE, WAL): the WAL its
 // plan wrote (heap, indexes and their full-page images; not the commit record nor the
-// deferred status-event trigger, which runs at commit), its execution time and the part of it
-// in delivery_touch, the row trigger every write of a delivery runs.
+// deferred status-event trigger, which runs at commit), its execution time and the parts of it
+// in delivery_touch (the row trigger every write of a delivery runs) and in foreign-key checks.
 type writeCost struct {
 	records, fpi, bytes float64
 	exec, touch, fk     time.Duration
 }
 
 func (c *writeCost) add(o writeCost) {
-	c.records, c.fpi, c.bytes, c.exec, c.touch = c.records+o.records, c.fpi+o.fpi, c.bytes+o.bytes, c.exec+o.exec, c.touch+o.touch
-	c.fk += o.fk
+	c.records, c.fpi, c.bytes = c.records+o.records, c.fpi+o.fpi, c.bytes+o.bytes
+	c.exec, c.touch, c.fk = c.exec+o.exec, c.touch+o.touch, c.fk+o.fk
+}
+
+// log writes c, the cost of n deliveries' write name, per delivery.
+func (c writeCost) log(b *testing.B, name string, n float64) {
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	b.Logf("%-12s per delivery: %.1f WAL records (%.2f full-page images), %.0f WAL bytes, %.1f µs executing "+
+		"(%.1f in delivery_touch, %.1f in foreign-key checks)",
+		name, c.records/n, c.fpi/n, c.bytes/n, us(c.exec), us(c.touch), us(c.fk))
 }
 
 // explainWrite runs sql with args under EXPLAIN (ANALYZE, WAL, FORMAT JSON), in its own
@@ -107,13 +115,9 @@ func BenchmarkWritesPerDelivery(b *testing.B) {
 	for i, c := range costs {
 		total.add(c)
 		b.ReportMetric(c.bytes/n, fmt.Sprintf("WAL-B/%s", nameUnit(names[i])))
-		b.Logf("%-12s per delivery: %.1f WAL records (%.2f full-page images), %.0f WAL bytes, %.1f µs executing (%.1f in delivery_touch, %.1f in foreign-key checks)",
-			names[i], c.records/n, c.fpi/n, c.bytes/n, float64(c.exec.Microseconds())/n, float64(c.touch.Microseconds())/n,
-			float64(c.fk.Microseconds())/n)
+		c.log(b, names[i], n)
 	}
-	b.Logf("%-12s per delivery: %.1f WAL records (%.2f full-page images), %.0f WAL bytes, %.1f µs executing (%.1f in delivery_touch, %.1f in foreign-key checks)",
-		"all four", total.records/n, total.fpi/n, total.bytes/n, float64(total.exec.Microseconds())/n, float64(total.touch.Microseconds())/n,
-		float64(total.fk.Microseconds())/n)
+	total.log(b, "all four", n)
 }
 
 // nameUnit makes a write's name a metric unit (no spaces).
