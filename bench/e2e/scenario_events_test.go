@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -130,9 +129,6 @@ func (c cpuPerDelivery) String() string {
 		c.herald, c.backends, c.walsender, c.kafka, c.machine)
 }
 
-// clockTick is Linux's USER_HZ, the unit of /proc/stat's CPU times.
-const clockTick = 10 * time.Millisecond
-
 func (s *stack) cpuUse(b *testing.B) cpuUse {
 	b.Helper()
 	u := cpuUse{backends: map[int]time.Duration{}, kafka: kafkaCPU(), machine: machineCPU()}
@@ -190,19 +186,8 @@ func kafkaCPU() time.Duration {
 	return 0
 }
 
-// machineCPU is the busy time of every core so far (/proc/stat: all but idle and iowait).
+// machineCPU is the busy time of every core so far (0 when /proc/stat cannot be read).
 func machineCPU() time.Duration {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	var busy int64
-	for i, v := range f[1:] {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && i != 3 && i != 4 && i < 8 {
-			busy += n
-		}
-	}
-	return time.Duration(busy) * clockTick
+	d, _ := benchproc.MachineCPU()
+	return d
 }

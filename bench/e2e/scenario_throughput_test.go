@@ -137,8 +137,8 @@ func acceptReference(b *testing.B) float64 {
 	waited := settle.Cluster(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
 	fmt.Fprintf(os.Stderr, "[throughput] pgbench of the accept SQL, %d clients, %s (after %s for the cluster to settle)\n",
 		pgbench.Clients, d, waited.Round(100*time.Millisecond))
-	n, took := pgbench.Run(b, pgbench.Find(b), pgbench.AcceptScript(b), url, d)
-	return float64(n) / took.Seconds()
+	r := pgbench.Run(b, pgbench.Find(b), pgbench.AcceptScript(b), url, d)
+	return float64(r.Tx) / r.Took.Seconds()
 }
 
 // throughputSeries buckets the provider calls into 1 s windows since start (calls per

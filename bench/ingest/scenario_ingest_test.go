@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -54,6 +55,10 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	b.Cleanup(pool.Close)
 	client, err := apikey.CreateAPIClient(ctx, pool, "bench", []apikey.Scope{apikey.ScopeOperator})
 	heraldtest.Must(b, err)
+	server, err := benchproc.FindPostgres(ctx, pool)
+	if err != nil {
+		b.Fatalf("the CPU breakdown reads PostgreSQL's processes: %v", err)
+	}
 	pool.Close()
 
 	bin := benchproc.BuildHerald(b)
@@ -77,27 +82,36 @@ func BenchmarkScenarioIngest(b *testing.B) {
 
 	b.ResetTimer()
 	var pgTx, posted int64
-	var pgTime, postTime, heraldCPU, genCPU time.Duration
+	var pgTime, postTime, heraldCPU, genCPU, pgbenchCPU time.Duration
+	var pgCPU, machine [2]cpuSpan // [0] the pgbench slices, [1] the load generator's
 	var slices [2]benchresult.Series
 	slices[0].Name, slices[1].Name = "pgbench tx/s", "herald POST/s"
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: pgbench, %d clients, %s\n", i, rounds, pgbench.Clients, slice)
-		n, took := pgbench.Run(b, pgbenchBin, script, dbURL, slice)
-		pgTx, pgTime = pgTx+n, pgTime+took
+		pgCPU[0].start(b, server.CPU)
+		machine[0].start(b, benchproc.MachineCPU)
+		pr := pgbench.Run(b, pgbenchBin, script, dbURL, slice)
+		pgCPU[0].stop(b, server.CPU)
+		machine[0].stop(b, benchproc.MachineCPU)
+		pgTx, pgTime, pgbenchCPU = pgTx+pr.Tx, pgTime+pr.Took, pgbenchCPU+pr.CPU
 		fmt.Fprintf(os.Stderr, "[ingest] round %d/%d: load generator closed loop, %d connections, %s\n", i, rounds, closedConns, slice)
 		closed := o
 		closed.duration, closed.concurrency = slice, closedConns
 		cpu0, err := herald.CPU()
 		heraldtest.Must(b, err)
+		pgCPU[1].start(b, server.CPU)
+		machine[1].start(b, benchproc.MachineCPU)
 		res, err := run(closed)
 		if err != nil {
 			b.Fatalf("closed loop: %v", err)
 		}
+		pgCPU[1].stop(b, server.CPU)
+		machine[1].stop(b, benchproc.MachineCPU)
 		cpu1, err := herald.CPU()
 		heraldtest.Must(b, err)
 		heraldCPU, genCPU = heraldCPU+cpu1-cpu0, genCPU+res.cpu
 		posted, postTime = posted+res.accepted, postTime+res.elapsed
-		slices[0].X, slices[0].Y = append(slices[0].X, float64(i)), append(slices[0].Y, float64(n)/took.Seconds())
+		slices[0].X, slices[0].Y = append(slices[0].X, float64(i)), append(slices[0].Y, float64(pr.Tx)/pr.Took.Seconds())
 		slices[1].X, slices[1].Y = append(slices[1].X, float64(i)), append(slices[1].Y, float64(res.accepted)/res.elapsed.Seconds())
 	}
 	tps := float64(pgTx) / pgTime.Seconds()
@@ -124,6 +138,18 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	r.Add(benchresult.Figure{Group: "closed loop", Name: "ratio POST/s ÷ pgbench tx/s", Value: posts / tps, Unit: "ratio", Better: "higher", Target: "≥ 0.6"})
 	r.Add(benchresult.Figure{Group: "closed loop", Name: "herald CPU per POST", Value: perPost(heraldCPU, posted), Unit: "µs", Better: "lower"})
 	r.Add(benchresult.Figure{Group: "closed loop", Name: "load generator CPU per POST", Value: perPost(genCPU, posted), Unit: "µs", Better: "lower"})
+	// What bounds the ratio: on a machine both sides keep busy, each completes at the rate
+	// its CPU per transaction allows, so the ratio of those costs is the ratio to expect.
+	pgPerTx, pgPerPost := perPost(pgCPU[0].used, pgTx), perPost(pgCPU[1].used, posted)
+	clientPerTx := perPost(pgbenchCPU, pgTx)
+	perTx, perPOST := pgPerTx+clientPerTx, pgPerPost+perPost(heraldCPU, posted)+perPost(genCPU, posted)
+	cores := float64(runtime.NumCPU())
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "PostgreSQL CPU per pgbench tx", Value: pgPerTx, Unit: "µs", Better: "lower"})
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "pgbench's own CPU per tx", Value: clientPerTx, Unit: "µs", Better: "lower"})
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "PostgreSQL CPU per herald POST", Value: pgPerPost, Unit: "µs", Better: "lower"})
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "machine busy in the pgbench slices", Value: machine[0].share(cores), Unit: "%"})
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "machine busy in the herald slices", Value: machine[1].share(cores), Unit: "%"})
+	r.Add(benchresult.Figure{Group: "CPU breakdown", Name: "CPU per pgbench tx ÷ CPU per POST (PostgreSQL + client)", Value: perTx / perPOST, Unit: "ratio"})
 	openGroup := "open loop at half rate"
 	r.Add(benchresult.Figure{Group: openGroup, Name: "rate", Value: float64(res.accepted) / res.elapsed.Seconds(), Unit: "POST/s"})
 	r.Add(benchresult.Figure{Group: openGroup, Name: "refused (503, shed by the admission wait)", Value: float64(res.refused),
@@ -139,8 +165,36 @@ func BenchmarkScenarioIngest(b *testing.B) {
 		XLabel: "slice", YLabel: "per second", Series: slices[:]})
 	heraldtest.Must(b, r.Write())
 
+	b.Logf("CPU per pgbench tx: PostgreSQL %.0f µs + pgbench %.0f µs; per POST: PostgreSQL %.0f µs + herald %.0f µs + load generator %.0f µs; "+
+		"ratio of the two %.3f; machine busy %.0f %% (pgbench) and %.0f %% (herald)", pgPerTx, clientPerTx, pgPerPost,
+		perPost(heraldCPU, posted), perPost(genCPU, posted), perTx/perPOST, machine[0].share(cores), machine[1].share(cores))
 	b.ReportMetric(posts/tps, "ratio")
 	b.ReportMetric(float64(res.hist.ValueAtQuantile(99))/1000, "p99-ms")
 	b.Logf("pgbench %.0f tx/s, herald %.0f POST/s (ratio %.2f, target ≥ 0.6); open loop at %.0f/s: p50 %.2f ms, p99 %.2f ms (target ≤ 25 ms)",
 		tps, posts, posts/tps, half, float64(res.hist.ValueAtQuantile(50))/1000, float64(res.hist.ValueAtQuantile(99))/1000)
+}
+
+// cpuSpan adds up the CPU time a counter (a process's, the machine's) moves in the spans
+// between start and stop, and the wall time of those spans.
+type cpuSpan struct {
+	used, wall time.Duration
+	at         time.Duration
+	t0         time.Time
+}
+
+func (c *cpuSpan) start(b *testing.B, read func() (time.Duration, error)) {
+	v, err := read()
+	heraldtest.Must(b, err)
+	c.at, c.t0 = v, time.Now()
+}
+
+func (c *cpuSpan) stop(b *testing.B, read func() (time.Duration, error)) {
+	v, err := read()
+	heraldtest.Must(b, err)
+	c.used, c.wall = c.used+v-c.at, c.wall+time.Since(c.t0)
+}
+
+// share is the CPU used as a percentage of the wall time of cores.
+func (c cpuSpan) share(cores float64) float64 {
+	return c.used.Seconds() / (c.wall.Seconds() * cores) * 100
 }

@@ -153,33 +153,9 @@ func (p *Proc) StatusKB(field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.Cmd.Process.Pid)
 }
 
-// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux).
-const userHZ = 100
-
 // CPU is the process's user + system CPU time so far (/proc/<pid>/stat).
 func (p *Proc) CPU() (time.Duration, error) {
 	return CPUOf(p.Cmd.Process.Pid)
-}
-
-// CPUOf is any process's user + system CPU time so far (/proc/<pid>/stat): a PostgreSQL
-// backend's, the Kafka broker's.
-func CPUOf(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read stat of process %d: %w", pid, err)
-	}
-	// The command name (field 2) may hold spaces: count fields after its closing ')'.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return time.Duration(utime+stime) * time.Second / userHZ, nil
 }
 
 // WaitFor polls cond every interval until it holds, the process dies or timeout passes.

@@ -1,0 +1,151 @@
+package benchproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+// statFields is /proc/<pid>/stat after the command name (field 3 on): the name may hold
+// spaces, so the fields are counted after its closing ')'.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, fmt.Errorf("read stat of process %d: %w", pid, err)
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 15 {
+		return nil, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return fields, nil
+}
+
+// ticks is the sum of the stat fields at the given indexes (of statFields), in USER_HZ.
+func ticks(fields []string, idx ...int) (int64, error) {
+	var sum int64
+	for _, i := range idx {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse stat field %d: %w", i+3, err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// The indexes in statFields of the fields CPU time is read from.
+const (
+	statPPID   = 1  // field 4
+	statUTime  = 11 // field 14
+	statSTime  = 12 // field 15
+	statCUTime = 13 // field 16: children it has waited for
+	statCSTime = 14 // field 17
+)
+
+// CPUOf is any process's user + system CPU time so far (/proc/<pid>/stat): a PostgreSQL
+// backend's, the Kafka broker's.
+func CPUOf(pid int) (time.Duration, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ticks(f, statUTime, statSTime)
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return time.Duration(n) * time.Second / userHZ, nil
+}
+
+// MachineCPU is the busy time of every core so far (/proc/stat: all but idle and iowait).
+func MachineCPU() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/stat: %w", err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / userHZ, nil
+}
+
+// Postgres is a PostgreSQL server running on this machine, found through one of its
+// sessions.
+type Postgres struct{ pid int }
+
+// FindPostgres finds the server that a session runs on from the session's backend pid (the
+// postmaster is its parent). It fails when that is not a process of this machine.
+func FindPostgres(ctx context.Context, db *pgxpool.Pool) (Postgres, error) {
+	var backend int
+	if err := db.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return Postgres{}, fmt.Errorf("read the backend pid: %w", err)
+	}
+	f, err := statFields(backend)
+	if err != nil {
+		return Postgres{}, fmt.Errorf("PostgreSQL is not on this machine: %w", err)
+	}
+	ppid, err := strconv.Atoi(f[statPPID])
+	if err != nil {
+		return Postgres{}, fmt.Errorf("parent of process %d: %w", backend, err)
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid))
+	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		return Postgres{}, fmt.Errorf("the parent of backend %d (process %d) is not a postgres process", backend, ppid)
+	}
+	return Postgres{pid: ppid}, nil
+}
+
+// CPU is the server's CPU time so far: the postmaster's own, every process it has now
+// (sessions, walsenders, background workers) and every one it has reaped, so that a session
+// that began and ended between two readings counts whole.
+func (p Postgres) CPU() (time.Duration, error) {
+	f, err := statFields(p.pid)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ticks(f, statUTime, statSTime, statCUTime, statCSTime)
+	if err != nil {
+		return 0, fmt.Errorf("postmaster %d: %w", p.pid, err)
+	}
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return 0, err
+	}
+	parent := strconv.Itoa(p.pid)
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		cf, err := statFields(pid)
+		if err != nil || cf[statPPID] != parent {
+			continue // gone since the listing, or another's
+		}
+		if c, err := ticks(cf, statUTime, statSTime); err == nil {
+			n += c
+		}
+	}
+	return time.Duration(n) * time.Second / userHZ, nil
+}
