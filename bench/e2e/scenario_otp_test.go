@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -31,7 +30,7 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	drain := result.ScaledDuration(60*time.Second, 3*time.Second)
 	// The expansion is measured for at most expandFor: where the expander's adaptive pace
 	// holds it near its floor (HIGH late on a loaded machine), 1 M users would take longer
-	// than the suite gives the scenario; the campaign is then cancelled there, and the figures
+	// than the suite gives the scenario; the measurement is then cut there, and the figures
 	// are of the part expanded.
 	expandFor := result.ScaledDuration(4*time.Minute, 20*time.Second)
 	r := result.New("otp-under-campaign", "HIGH OTP API accept → provider call while a LOW campaign expands and drains")
@@ -114,12 +113,15 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 		}
 		hc.posted(id, at)
 	})
-	// cut: still expanding at expandFor, cancelled there; no drain phase then.
+	// cut: still expanding at expandFor; no drain phase then. The expansion goes on, unmeasured,
+	// until the benchmark stops herald: cancelling the campaign there (a statement over the
+	// ~900,000 deliveries not sent) took 90 s of the suite's time on a 2-core machine.
 	cut := expandedAt.Load() == nil
+	var expandedAtCut int64
 	if cut {
 		now := time.Now()
 		expandedAt.Store(&now)
-		heraldtest.Must(b, s.request(http.MethodPost, "/api/campaigns/"+campaign+"/cancel", "", "", http.StatusOK, nil))
+		expandedAtCut = expanded.Load() // the campaign row as read at most 50 ms before
 		drain = 0
 	}
 	// Every HIGH sent, or 2 minutes; one still waiting then counts at the time it has waited
@@ -149,7 +151,8 @@ func BenchmarkScenarioOTPUnderCampaign(b *testing.B) {
 	}
 	expansion := end.Sub(start)
 	if cut {
-		r.Note("The campaign was still expanding %s after its POST (%d of %d users, %.0f/s) and was cancelled there: the "+
+		n = expandedAtCut
+		r.Note("The campaign was still expanding %s after its POST (%d of %d users, %.0f/s); the measurement was cut there: the "+
 			"expansion figures are of that part, and there is no drain phase.", expandFor, n, users, float64(n)/expansion.Seconds())
 	}
 	r.Add(result.Figure{Group: "expansion", Name: "campaign expansion", Value: float64(n) / expansion.Seconds(), Unit: "deliveries/s", Better: "higher"})
