@@ -119,7 +119,9 @@ func FindPostgres(ctx context.Context, db *pgxpool.Pool) (Postgres, error) {
 
 // CPU is the server's CPU time so far: the postmaster's own, every process it has now
 // (sessions, walsenders, background workers) and every one it has reaped, so that a session
-// that began and ended between two readings counts whole.
+// that began and ended between two readings counts whole. A session that has ended but is
+// not reaped yet counts as a process it has: its time moves to the reaped children's when
+// the postmaster waits for it, so it counts once either way.
 func (p Postgres) CPU() (time.Duration, error) {
 	f, err := statFields(p.pid)
 	if err != nil {
@@ -129,9 +131,27 @@ func (p Postgres) CPU() (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("postmaster %d: %w", p.pid, err)
 	}
+	err = p.eachChild(func(_ int, cf []string) {
+		if c, err := ticks(cf, statUTime, statSTime); err == nil {
+			n += c
+		}
+	})
+	return time.Duration(n) * time.Second / userHZ, err
+}
+
+// Children is the set of the server's processes now.
+func (p Postgres) Children() (map[int]bool, error) {
+	kids := map[int]bool{}
+	err := p.eachChild(func(pid int, _ []string) { kids[pid] = true })
+	return kids, err
+}
+
+// eachChild calls fn with the pid and statFields of each process whose parent is the
+// postmaster.
+func (p Postgres) eachChild(fn func(pid int, fields []string)) error {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	parent := strconv.Itoa(p.pid)
 	for _, d := range dirs {
@@ -143,9 +163,7 @@ func (p Postgres) CPU() (time.Duration, error) {
 		if err != nil || cf[statPPID] != parent {
 			continue // gone since the listing, or another's
 		}
-		if c, err := ticks(cf, statUTime, statSTime); err == nil {
-			n += c
-		}
+		fn(pid, cf)
 	}
-	return time.Duration(n) * time.Second / userHZ, nil
+	return nil
 }

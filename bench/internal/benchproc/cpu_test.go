@@ -29,14 +29,19 @@ func TestPostgresCPUCountsASessionThatEnded(t *testing.T) {
 	require.NoError(t, err)
 	var pid int
 	require.NoError(t, burner.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	kids, err := server.Children()
+	require.NoError(t, err)
+	require.True(t, kids[pid], "session %d is not among the server's processes %v", pid, kids)
 	var n int64
 	require.NoError(t, burner.QueryRow(ctx, `SELECT count(*) FROM generate_series(1, 5000000)`).Scan(&n))
 	burnt, err := CPUOf(pid)
 	require.NoError(t, err)
 	require.Positive(t, burnt, "generate_series of 5 M rows took no CPU tick")
 	burner.Close()
-	require.Eventually(t, func() bool { _, err := CPUOf(pid); return err != nil }, 10*time.Second, 10*time.Millisecond,
-		"session %d did not end", pid)
+	require.Eventually(t, func() bool {
+		kids, err := server.Children()
+		return err == nil && !kids[pid]
+	}, 10*time.Second, 10*time.Millisecond, "session %d did not end", pid)
 
 	after, err := server.CPU()
 	require.NoError(t, err)
