@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/internal/pgbench"
+	"github.com/heraldhq/herald/bench/internal/settle"
 	benchresult "github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/apikey"
 	"github.com/heraldhq/herald/internal/heraldtest"
@@ -79,6 +80,10 @@ func BenchmarkScenarioIngest(b *testing.B) {
 	if _, err := run(warm); err != nil {
 		b.Fatalf("warm-up: %v", err)
 	}
+	// The suite runs this after the relay scenario, whose scratch databases autovacuum may
+	// still be at: its workers would count as PostgreSQL's CPU in whichever slice they ran.
+	waited := settle.Cluster(b, dbURL, time.Minute)
+	fmt.Fprintf(os.Stderr, "[ingest] the cluster settled in %s (a CHECKPOINT, no autovacuum worker at work)\n", waited.Round(100*time.Millisecond))
 
 	b.ResetTimer()
 	var pgTx, posted int64
