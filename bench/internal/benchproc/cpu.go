@@ -1,7 +1,9 @@
 package benchproc
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,19 +17,45 @@ import (
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
 const userHZ = 100
 
-// statFields is /proc/<pid>/stat after the command name (field 3 on): the name may hold
-// spaces, so the fields are counted after its closing ')'.
+// statFields is /proc/<pid>/stat after the command name (field 3 on), parseStat.
 func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return nil, fmt.Errorf("read stat of process %d: %w", pid, err)
 	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 15 {
-		return nil, fmt.Errorf("short /proc/%d/stat", pid)
+	f, err := parseStat(b)
+	if err != nil {
+		return nil, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return fields, nil
+	return f, nil
+}
+
+// parseStat splits a /proc/…/stat line into its fields after the command name (field 3 on):
+// the name may hold spaces, so the fields are counted after its closing ')'.
+func parseStat(stat []byte) ([]string, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, errors.New("no command name")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) <= statCSTime {
+		return nil, errors.New("too few fields")
+	}
+	return f, nil
+}
+
+// StatCPU is the user + system CPU time of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat
+// line (a thread's, for the broker's compiler threads).
+func StatCPU(stat []byte) (time.Duration, error) {
+	f, err := parseStat(stat)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ticks(f, statUTime, statSTime)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(n) * time.Second / userHZ, nil
 }
 
 // ticks is the sum of the stat fields at the given indexes (of statFields), in USER_HZ.
@@ -55,15 +83,15 @@ const (
 // CPUOf is any process's user + system CPU time so far (/proc/<pid>/stat): a PostgreSQL
 // backend's, the Kafka broker's.
 func CPUOf(pid int) (time.Duration, error) {
-	f, err := statFields(pid)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read stat of process %d: %w", pid, err)
 	}
-	n, err := ticks(f, statUTime, statSTime)
+	d, err := StatCPU(b)
 	if err != nil {
-		return 0, fmt.Errorf("process %d: %w", pid, err)
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return time.Duration(n) * time.Second / userHZ, nil
+	return d, nil
 }
 
 // MachineCPU is the busy time of every core so far (/proc/stat: all but idle and iowait).

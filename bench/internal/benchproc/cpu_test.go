@@ -61,3 +61,14 @@ func TestMachineCPUGrows(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, b, a)
 }
+
+func TestStatCPUCountsAfterTheCommandName(t *testing.T) {
+	// A HotSpot compiler thread: its name holds a space and the fields after it are counted
+	// from the closing parenthesis. utime 1544, stime 12.
+	line := []byte("2450 (C2 CompilerThre) S 2432 2432 2432 0 -1 4194624 95306 0 0 0 1544 12 0 0 0 -10 1 0 1915 0 0\n")
+	got, err := StatCPU(line)
+	require.NoError(t, err)
+	require.Equal(t, 1556*time.Second/userHZ, got)
+	_, err = StatCPU([]byte("2450 (C2 CompilerThre) S 2432"))
+	require.Error(t, err, "a short line")
+}

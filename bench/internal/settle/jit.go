@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-)
 
-// clockTick is the unit of utime and stime in /proc/<pid>/task/<tid>/stat (USER_HZ, 100 on
-// every Linux architecture that herald's stack runs on).
-const clockTick = 10 * time.Millisecond
+	"github.com/heraldhq/herald/bench/internal/benchproc"
+)
 
 // BrokerJIT reads how much CPU the local Kafka broker's just-in-time compiler threads have
 // used. A broker that has just started (as in a fresh clone's `make bench`) compiles its
@@ -99,33 +96,11 @@ func (j *BrokerJIT) Sample() (JITSample, error) {
 		if err != nil {
 			continue
 		}
-		n, err := statCPU(stat)
+		d, err := benchproc.StatCPU(stat)
 		if err != nil {
 			return nil, fmt.Errorf("%s/stat: %w", t, err)
 		}
-		out[filepath.Base(t)] = time.Duration(n) * clockTick
+		out[filepath.Base(t)] = d
 	}
 	return out, nil
-}
-
-// statCPU is utime + stime of a /proc/…/stat line, in clock ticks: fields 14 and 15, counted
-// after the command name's closing parenthesis (the name may hold spaces).
-func statCPU(stat []byte) (int64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("no command name")
-	}
-	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return 0, errors.New("too few fields")
-	}
-	var sum int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += n
-	}
-	return sum, nil
 }
