@@ -111,12 +111,12 @@ type Config struct {
 }
 
 // Published is one delivery record of the stream on its way out: when its transaction
-// committed (PostgreSQL's clock, from the WAL), when the relay received that transaction from
-// the walsender, when the record was handed to the Kafka client and when Kafka acknowledged
-// it.
+// committed (PostgreSQL's clock, from the WAL), when the walsender sent the transaction's
+// first message (its clock, from the message's header), when the relay received it, when
+// the record was handed to the Kafka client and when Kafka acknowledged it.
 type Published struct {
-	DeliveryID                           string
-	Committed, Received, Produced, Acked time.Time
+	DeliveryID                                 string
+	Committed, Sent, Received, Produced, Acked time.Time
 }
 
 // Defaults of Config.

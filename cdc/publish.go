@@ -28,6 +28,7 @@ type origin struct {
 	source     string
 	commitLSN  pglogrepl.LSN // 0 for the sweeper
 	commitTime time.Time     // zero for the sweeper
+	sentAt     time.Time     // when the walsender sent the transaction; zero for the sweeper
 	receivedAt time.Time     // when the stream received the transaction; zero for the sweeper
 	producedAt time.Time     // when the record was handed to the Kafka client
 }
@@ -109,7 +110,7 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 				p.ackHook(row, o, now)
 			}
 			if p.observe != nil && o.source == sourceStream {
-				p.observe(Published{DeliveryID: row.ID, Committed: o.commitTime, Received: o.receivedAt, Produced: o.producedAt, Acked: now})
+				p.observe(Published{DeliveryID: row.ID, Committed: o.commitTime, Sent: o.sentAt, Received: o.receivedAt, Produced: o.producedAt, Acked: now})
 			}
 		}
 		span.End()

@@ -236,3 +236,38 @@ func TestUnchangedToastColumnDoesNotStopPublishing(t *testing.T) {
 	eventually(t, 60*time.Second, func() bool { return h.records.duplicates(ids) == 1 }, "the reaped row was not published again")
 	eventually(t, 10*time.Second, func() bool { return h.status(ids[0]) == herald.StatusQueued }, "not QUEUED")
 }
+
+func TestObservePublishedTimesEachRecordsWayOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	var mu sync.Mutex
+	seen := map[string]Published{}
+	cfg := h.cfg
+	cfg.ObservePublished = func(p Published) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[p.DeliveryID] = p
+	}
+	h.startRelay(cfg)
+	before := time.Now()
+	ids := h.insert(rows{n: 3, priority: herald.PriorityHigh})
+	h.waitAll(ids, 60*time.Second)
+	eventually(t, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == len(ids)
+	}, "not every record observed")
+	mu.Lock()
+	defer mu.Unlock()
+	// PostgreSQL's clock and the relay's are this machine's; the server's times are whole
+	// microseconds.
+	const slack = time.Millisecond
+	for _, id := range ids {
+		p := seen[id]
+		require.False(t, p.Committed.Before(before.Add(-slack)), "committed %v before the insert began %v", p.Committed, before)
+		require.False(t, p.Sent.Before(p.Committed), "sent %v before committed %v", p.Sent, p.Committed)
+		require.False(t, p.Received.Before(p.Sent.Add(-slack)), "received %v before sent %v", p.Received, p.Sent)
+		require.False(t, p.Produced.Before(p.Received), "produced before received")
+		require.False(t, p.Acked.Before(p.Produced), "acked before produced")
+	}
+}

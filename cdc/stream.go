@@ -37,7 +37,9 @@ type stream struct {
 	cur        *txn
 	commitLSN  pglogrepl.LSN
 	commitTime time.Time
+	sentAt     time.Time // when the walsender sent the transaction's BEGIN (its clock)
 	receivedAt time.Time
+	msgSent    time.Time // when the walsender sent the message being handled
 
 	// started, when set, is called once the server has accepted START_REPLICATION.
 	started func()
@@ -144,6 +146,7 @@ func (s *stream) handle(msg pgproto3.BackendMessage) (bool, error) {
 			if err != nil {
 				return false, fmt.Errorf("parse XLogData: %w", err)
 			}
+			s.msgSent = xld.ServerTime
 			return false, s.handleWAL(xld.WALData)
 		}
 		return false, nil
@@ -178,7 +181,7 @@ func (s *stream) handleWAL(data []byte) error {
 			return fmt.Errorf("BEGIN of xid %d inside another transaction", m.Xid)
 		}
 		s.cur = s.tracker.begin()
-		s.commitLSN, s.commitTime, s.receivedAt = m.FinalLSN, m.CommitTime, time.Now()
+		s.commitLSN, s.commitTime, s.sentAt, s.receivedAt = m.FinalLSN, m.CommitTime, s.msgSent, time.Now()
 		if s.cfg.ObserveLag != nil {
 			s.cfg.ObserveLag(s.receivedAt.Sub(s.commitTime))
 		}
@@ -258,7 +261,7 @@ func (s *stream) handleDelivery(rel *relation, tuple *pglogrepl.TupleData) error
 	t := s.cur
 	t.pending.Add(1)
 	s.inFlight.Add(1)
-	s.pub.publish(row, origin{source: sourceStream, commitLSN: s.commitLSN, commitTime: s.commitTime, receivedAt: s.receivedAt}, func(err error) {
+	s.pub.publish(row, origin{source: sourceStream, commitLSN: s.commitLSN, commitTime: s.commitTime, sentAt: s.sentAt, receivedAt: s.receivedAt}, func(err error) {
 		if err != nil {
 			// t stays pending, so nothing at or after it is ever confirmed; the session
 			// ends and the next one starts again from the last confirmed position.

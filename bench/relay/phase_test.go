@@ -30,6 +30,7 @@ type row struct {
 type latency struct {
 	rate      int
 	fromDue   *hdrhistogram.Histogram // due → visible: the figure (no coordinated omission)
+	insert    *hdrhistogram.Histogram // due → COMMIT returned: the load generator's part
 	commit    *hdrhistogram.Histogram // COMMIT returned → visible
 	ack       *hdrhistogram.Histogram // COMMIT returned → Kafka acknowledged the record
 	load      openloop.Stats
@@ -48,7 +49,57 @@ type latency struct {
 // trip), and measures each row from its due time to its record's arrival at s.watch. Rows
 // not visible within tail after the last insert are counted at the moment the wait ended:
 // a lower bound of their latency, and s.name's figures say how many.
-func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) latency {
+//
+// With other, the phase is cut into slices (sliceCount) and other runs a slice of another
+// system's phase of the same rate and length after each of s's, or before it in every
+// other pair (A B B A …), so that a burst of the machine's other load, or its drift, falls on
+// both systems alike. s's relay keeps running through other's slices; its figures are over
+// its own slices only.
+func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration, other func(rate int, slice time.Duration)) latency {
+	n := 1
+	if other != nil {
+		n = sliceCount(d)
+	}
+	slice := d / time.Duration(n)
+	out := latency{rate: rate, fromDue: result.NewLatency(), insert: result.NewLatency(), commit: result.NewLatency(), ack: result.NewLatency()}
+	if s.requests != nil {
+		s.requests.reset()
+	}
+	var all []row
+	var wal int64
+	var busy time.Duration // the time of s's slices, inserts and waits
+	for i := range n {
+		if other != nil && i%2 == 1 {
+			other(rate, slice)
+		}
+		rows, w, took := s.slice(b, rate, slice, tail, &out)
+		all, wal, busy = append(all, rows...), wal+w, busy+took
+		if other != nil && i%2 == 0 {
+			other(rate, slice)
+		}
+	}
+	out.walRate = float64(wal) / busy.Seconds()
+	if s.stages != nil {
+		bd := s.stages.breakdown(all)
+		out.stages = &bd
+		rs := s.requests.stats(busy)
+		out.requests = &rs
+	}
+	return out
+}
+
+// sliceCount is how many slices an interleaved phase of length d is cut into: slices of
+// about sliceLength, at least one.
+func sliceCount(d time.Duration) int { return max(1, int((d+sliceLength/2)/sliceLength)) }
+
+// sliceLength is the length of a slice of an interleaved phase: long enough that a slice's
+// tail wait and the switch to the other system are a small part of it, short enough that
+// the machine's bursts of other load (seconds) fall on both systems.
+const sliceLength = 2 * time.Second
+
+// slice is one slice of a latency phase: it writes the rows, waits for them (up to tail),
+// and adds them to out. It returns the rows, the cluster's WAL written and the time taken.
+func (s *system) slice(b *testing.B, rate int, d, tail time.Duration, out *latency) ([]row, int64, time.Duration) {
 	ctx := context.Background()
 	rows := make([]row, int(float64(rate)*d.Seconds()))
 	var mu sync.Mutex
@@ -60,9 +111,6 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	})
 	defer stop()
 	wal0, t0 := s.walLSN(b), time.Now()
-	if s.requests != nil {
-		s.requests.reset()
-	}
 	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: d, Workers: generatorConns},
 		func(ctx context.Context, i int, due time.Time) error {
 			id, err := s.insert(ctx, herald.Priorities[i%3])
@@ -79,16 +127,10 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 	heraldtest.Must(b, err)
 	rows = slices.DeleteFunc(rows, func(r row) bool { return r.id == "" }) // skipped by the generator
 
-	out := latency{rate: rate, fromDue: result.NewLatency(), commit: result.NewLatency(), ack: result.NewLatency(), load: st}
+	out.load = out.load.Add(st)
 	deadline := time.Now().Add(tail)
 	s.waitVisible(rows, deadline)
-	out.walRate = float64(s.walLSN(b)-wal0) / time.Since(t0).Seconds()
-	if s.stages != nil {
-		bd := s.stages.breakdown(rows)
-		out.stages = &bd
-		rs := s.requests.stats()
-		out.requests = &rs
-	}
+	wal, took := s.walLSN(b)-wal0, time.Since(t0)
 	for _, r := range rows {
 		at, ok := s.watch.visible(r.id)
 		if !ok {
@@ -101,8 +143,9 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration) lat
 			_ = out.ack.RecordValue(max(1, acked.Sub(r.commit).Microseconds()))
 		}
 		_ = out.fromDue.RecordValue(max(1, at.Sub(r.due).Microseconds()))
+		_ = out.insert.RecordValue(max(1, r.commit.Sub(r.due).Microseconds()))
 	}
-	return out
+	return rows, wal, took
 }
 
 // insert writes one notification with one SMS delivery, due now, in its own transaction.

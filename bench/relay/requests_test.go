@@ -19,7 +19,6 @@ import (
 // request).
 type requests struct {
 	mu      sync.Mutex
-	since   time.Time
 	n       int
 	batches int
 	records int
@@ -37,7 +36,7 @@ func newRequests() *requests {
 func (r *requests) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.since, r.n, r.batches, r.records = time.Now(), 0, 0, 0
+	r.n, r.batches, r.records = 0, 0, 0
 	r.wait, r.answer = result.NewLatency(), result.NewLatency()
 }
 
@@ -67,11 +66,13 @@ type requestStats struct {
 	wait, answer                      *hdrhistogram.Histogram
 }
 
-func (r *requests) stats() requestStats {
+// stats is the phase's requests since reset; their rate is over busy, the time the phase's
+// rows were written and awaited (an interleaved phase's own slices).
+func (r *requests) stats(busy time.Duration) requestStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := float64(max(1, r.n))
-	return requestStats{perSecond: float64(r.n) / time.Since(r.since).Seconds(),
+	return requestStats{perSecond: float64(r.n) / busy.Seconds(),
 		batchesPer: float64(r.batches) / n, recordsPer: float64(r.records) / n, wait: r.wait, answer: r.answer}
 }
 

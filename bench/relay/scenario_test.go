@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -47,59 +48,74 @@ const (
 	groupRiver   = "River"
 )
 
-// BenchmarkScenarioRelay measures herald's CDC relay beside the seed's polling relay and
-// River on the same load, one after the other, each on its own scratch database and topics:
-// latency from a row's due time to its record at a Kafka consumer (River: to its worker) at
-// 100, 1,000 and 5,000 rows/s, open loop; and the drain rate of a backlog written before
-// the relay starts. It runs once whatever b.N.
+// BenchmarkScenarioRelay measures herald's CDC relay beside River and the seed's polling
+// relay on the same load, each on its own scratch database and topics: latency from a row's
+// due time to its record at a Kafka consumer (River: to its worker) at 100, 1,000 and 5,000
+// rows/s, open loop; and the drain rate of a backlog written before the relay starts.
+// herald's and River's phases run interleaved, in slices (latencyPhase), both running
+// throughout; the polling relay's run after them. It runs once whatever b.N.
 func BenchmarkScenarioRelay(b *testing.B) {
-	res := result.New("relay", "due → visible at a Kafka consumer: herald's CDC relay vs the seed's polling relay vs River")
+	res := result.New("relay", "due → visible at a Kafka consumer: herald's CDC relay vs River vs the seed's polling relay")
 	phase, backlog := phaseDuration(), backlogSize()
 	res.Load = fmt.Sprintf("open loop at %d, %d and %d rows/s for %v each, one notification + one delivery per transaction "+
-		"(priorities in turn), %d writer connections; then a backlog of %d due rows written before the relay starts",
-		rates[0], rates[1], rates[2], phase, generatorConns, backlog)
-	river := riverbench.Build(b) // compiled before anything is measured
+		"(priorities in turn), %d writer connections; herald's and River's phases interleaved in %d slices of %v each; "+
+		"then a backlog of %d due rows written before the relay starts",
+		rates[0], rates[1], rates[2], phase, generatorConns, sliceCount(phase), phase/time.Duration(sliceCount(phase)), backlog)
+	bin := riverbench.Build(b) // compiled before anything is measured
 
-	for i, mk := range []func(testing.TB) *system{heraldSystem, pollingSystem} {
-		s := mk(b)
-		quiet(b, res, s.name)
-		stop := s.start(b)
-		s.warmUp(b, res, i == 0)
-		for _, rate := range rates {
-			l := s.latencyPhase(b, rate, phase, tailLimit())
-			s.report(b, res, l)
-			if l.invisible > 0 {
-				stop()
-				cancelled := s.cancelPending(b)
-				res.Note("%s at %d rows/s: %d of %d rows were not visible %v after the last insert; they count with the latency they had then "+
-					"(a lower bound), and %d rows still PENDING were cancelled before the next phase.",
-					s.name, rate, l.invisible, l.fromDue.TotalCount(), tailLimit(), cancelled)
-				stop = s.start(b)
-			}
-		}
-		stop()
-		limit := drainLimit
-		if s.name == groupPolling {
-			limit = pollDrainLimit()
-		}
-		d := s.drainPhase(b, backlog, limit)
-		s.reportDrain(b, res, d)
-	}
-	quiet(b, res, groupRiver)
-	runRiver(b, river, res)
+	s := heraldSystem(b)
+	quiet(b, res, s.name, "the phases")
+	stop := s.start(b)
+	s.warmUp(b, res, true)
+	river := riverbench.Start(b, bin, "-tail", tailLimit().String(), "-backlog", strconv.Itoa(backlog), "-conns", strconv.Itoa(generatorConns))
+	stop = s.phases(b, res, stop, river.Slice)
+	stop()
+	mergeRiver(res, river.Finish()) // River's phases reported, then its backlog drained with herald's relay stopped
+	quiet(b, res, s.name, "the drain")
+	s.reportDrain(b, res, s.drainPhase(b, backlog, drainLimit))
+
+	s = pollingSystem(b)
+	quiet(b, res, s.name, "the phases")
+	stop = s.start(b)
+	s.warmUp(b, res, false)
+	stop = s.phases(b, res, stop, nil)
+	stop()
+	s.reportDrain(b, res, s.drainPhase(b, backlog, pollDrainLimit()))
+
 	compare(b, res)
 	charts(res)
 	heraldtest.Must(b, res.Write())
 }
 
-// quiet waits, before the phases of system name, for the cluster to deal with what the
-// systems before it left (settle.Cluster): each is measured on a cluster as quiet as the first
-// one had. The polling relay's last phase leaves tens of thousands of rows it did not publish,
-// cancelled in one statement, whose vacuum otherwise ran during River's phases.
-func quiet(b *testing.B, res *result.Result, name string) {
+// phases runs and reports s's latency phase at each rate, interleaved with other's when
+// other is not nil. A phase that left rows invisible is followed by a restart of the relay
+// (stop is the running relay's; phases returns the one running at the end), and the rows
+// still PENDING are cancelled, so that the next phase starts without a backlog.
+func (s *system) phases(b *testing.B, res *result.Result, stop func(), other func(rate int, slice time.Duration)) func() {
+	for _, rate := range rates {
+		l := s.latencyPhase(b, rate, phaseDuration(), tailLimit(), other)
+		s.report(b, res, l)
+		if l.invisible > 0 {
+			stop()
+			cancelled := s.cancelPending(b)
+			res.Note("%s at %d rows/s: %d of %d rows were not visible %v after the last insert; they count with the latency they had then "+
+				"(a lower bound), and %d rows still PENDING were cancelled before the next phase.",
+				s.name, rate, l.invisible, l.fromDue.TotalCount(), tailLimit(), cancelled)
+			stop = s.start(b)
+		}
+	}
+	return stop
+}
+
+// quiet waits, before what of system name, for the cluster to deal with what the systems
+// before it left (settle.Cluster): each is measured on a cluster as quiet as the first one
+// had. The polling relay's last phase leaves tens of thousands of rows it did not publish,
+// cancelled in one statement, and River's drain a hundred thousand finished jobs, whose
+// vacuum otherwise runs during the next measurement.
+func quiet(b *testing.B, res *result.Result, name, what string) {
 	waited := settle.Cluster(b, os.Getenv(stacktest.EnvPostgres), time.Minute)
-	b.Logf("%s: the cluster settled in %s (a CHECKPOINT, no autovacuum worker at work)", name, waited.Round(100*time.Millisecond))
-	res.Add(result.Figure{Group: name, Name: "cluster settled before the phases", Value: waited.Seconds(), Unit: "s"})
+	b.Logf("%s: the cluster settled in %s before %s (a CHECKPOINT, no autovacuum worker at work)", name, waited.Round(100*time.Millisecond), what)
+	res.Add(result.Figure{Group: name, Name: "cluster settled before " + what, Value: waited.Seconds(), Unit: "s"})
 }
 
 // warmUp publishes a few rows before the measured phases: connections, topic metadata and
@@ -140,7 +156,7 @@ func (s *system) warmUp(b *testing.B, res *result.Result, broker bool) {
 			}
 		}
 		t0 := time.Now()
-		l := s.latencyPhase(b, rates[1], warmUpDuration(), tailLimit())
+		l := s.latencyPhase(b, rates[1], warmUpDuration(), tailLimit(), nil)
 		line := fmt.Sprintf("%s: broker warm-up round %d at %d rows/s for %v: %d rows, %d not visible, commit → visible p99 %.2f ms",
 			s.name, round, rates[1], warmUpDuration(), l.fromDue.TotalCount(), l.invisible, float64(l.commit.ValueAtQuantile(99))/1000)
 		quiet, share := jit == nil, -1.0

@@ -13,10 +13,11 @@ import (
 )
 
 // stages records, for herald's relay, each streamed record's way out (cdc.Published), so
-// that a phase's commit → Kafka ack can be split: commit → received by the relay (PostgreSQL's
-// WAL flush, the walsender's decoding and sending), received → produced (the relay's decoding
-// and its bounds), produced → acked (the Kafka client and broker). Times count from the commit
-// as PostgreSQL stamped it in the WAL.
+// that a phase's commit → Kafka ack can be split: commit → sent by the walsender (PostgreSQL's
+// WAL flush, the walsender's wake-up, reading and decoding), sent → received by the relay (the
+// socket, and the relay's receiving goroutine getting a core), received → produced (the
+// relay's decoding and its bounds), produced → acked (the Kafka client and broker). Times
+// count from the commit as PostgreSQL stamped it in the WAL.
 type stages struct {
 	mu sync.Mutex
 	at map[string]cdc.Published
@@ -33,17 +34,20 @@ func (s *stages) observe(p cdc.Published) {
 }
 
 // stageNames are the parts of commit → acked, in order, then the whole.
-var stageNames = []string{"commit → received", "received → produced", "produced → acked", "commit → acked"}
+var stageNames = []string{"commit → sent", "sent → received", "received → produced", "produced → acked", "commit → acked"}
 
-func parts(p cdc.Published) [4]time.Duration {
-	return [4]time.Duration{p.Received.Sub(p.Committed), p.Produced.Sub(p.Received), p.Acked.Sub(p.Produced), p.Acked.Sub(p.Committed)}
+func parts(p cdc.Published) [stageCount]time.Duration {
+	return [stageCount]time.Duration{p.Sent.Sub(p.Committed), p.Received.Sub(p.Sent), p.Produced.Sub(p.Received),
+		p.Acked.Sub(p.Produced), p.Acked.Sub(p.Committed)}
 }
+
+const stageCount = 5
 
 // breakdown is one phase's stages: each part's distribution, and the mean of each part over
 // the rows whose commit → acked is at or above its p99 (where the tail's time goes).
 type breakdown struct {
-	hist   [4]*hdrhistogram.Histogram
-	tail   [4]time.Duration
+	hist   [stageCount]*hdrhistogram.Histogram
+	tail   [stageCount]time.Duration
 	tailN  int
 	missed int // rows of the phase the relay did not stream (or not yet)
 }
@@ -55,7 +59,7 @@ func (s *stages) breakdown(rows []row) breakdown {
 	for i := range b.hist {
 		b.hist[i] = result.NewLatency()
 	}
-	var all [][4]time.Duration
+	var all [][stageCount]time.Duration
 	for _, r := range rows {
 		p, ok := s.at[r.id]
 		if !ok {
@@ -71,7 +75,7 @@ func (s *stages) breakdown(rows []row) breakdown {
 	if len(all) == 0 {
 		return b
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i][3] < all[j][3] })
+	sort.Slice(all, func(i, j int) bool { return all[i][stageCount-1] < all[j][stageCount-1] })
 	from := min(len(all)-1, len(all)*99/100)
 	for _, ps := range all[from:] {
 		for i, d := range ps {

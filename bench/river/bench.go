@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -36,8 +41,19 @@ type job struct {
 	due, commit time.Time
 }
 
-// latencies runs one open-loop phase per rate on one running client.
-func (b *bench) latencies(ctx context.Context) error {
+// phase is one rate's measurement so far, over one or more slices.
+type phase struct {
+	rate                    int
+	load                    openloop.Stats
+	fromDue, insert, commit *hdrhistogram.Histogram
+	invisible               int
+}
+
+// latencies runs one open-loop phase per rate on one running client. With cfg.Slices the
+// phases come from in, one slice per line ("<rate> <duration>", answered with a line
+// "slice done" on out once its jobs have started), so that another system's slices can run
+// between them; each rate is reported over all its slices when in ends.
+func (b *bench) latencies(ctx context.Context, in io.Reader, out io.Writer) error {
 	client, err := newClient(b.pool, b.cfg, b.started)
 	if err != nil {
 		return fmt.Errorf("river client: %w", err)
@@ -58,23 +74,72 @@ func (b *bench) latencies(ctx context.Context) error {
 	if err := b.wait(ctx, warm, time.Minute); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	for _, rate := range b.cfg.Rates {
-		if err := b.phase(ctx, client, rate); err != nil {
-			return err
+	var phases []*phase
+	at := func(rate int) *phase {
+		for _, p := range phases {
+			if p.rate == rate {
+				return p
+			}
 		}
+		p := &phase{rate: rate, fromDue: result.NewLatency(), insert: result.NewLatency(), commit: result.NewLatency()}
+		phases = append(phases, p)
+		return p
+	}
+	if !b.cfg.Slices {
+		for _, rate := range b.cfg.Rates {
+			if err := b.slice(ctx, client, at(rate), b.cfg.Phase); err != nil {
+				return err
+			}
+		}
+	} else {
+		fmt.Fprintln(out, sliceReady)
+		lines := bufio.NewScanner(in)
+		for lines.Scan() {
+			var rate int
+			var d time.Duration
+			f := strings.Fields(lines.Text())
+			if len(f) != 2 {
+				return fmt.Errorf("slice %q: want \"<rate> <duration>\"", lines.Text())
+			}
+			if rate, err = strconv.Atoi(f[0]); err != nil || rate <= 0 {
+				return fmt.Errorf("slice %q: bad rate", lines.Text())
+			}
+			if d, err = time.ParseDuration(f[1]); err != nil || d <= 0 {
+				return fmt.Errorf("slice %q: bad duration", lines.Text())
+			}
+			if err := b.slice(ctx, client, at(rate), d); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, sliceDone)
+		}
+		if err := lines.Err(); err != nil {
+			return fmt.Errorf("read slices: %w", err)
+		}
+	}
+	for _, p := range phases {
+		b.report(p)
 	}
 	return nil
 }
 
-func (b *bench) phase(ctx context.Context, client *river.Client[pgx.Tx], rate int) error {
-	jobs := make([]job, int(float64(rate)*b.cfg.Phase.Seconds()))
+// The lines of the slice protocol on stdout (bench/internal/riverbench reads them).
+const (
+	sliceReady = "slices: ready"
+	sliceDone  = "slice done"
+)
+
+// slice inserts p.rate jobs/s for d, open loop, waits (up to the tail) for them to start,
+// and adds them to p.
+func (b *bench) slice(ctx context.Context, client *river.Client[pgx.Tx], p *phase, d time.Duration) error {
+	rate := p.rate
+	jobs := make([]job, int(float64(rate)*d.Seconds()))
 	var inserted atomic.Int64
 	base := b.started.count()
 	stop := result.Progress(ctx, os.Stderr, "relay", 5*time.Second, func() string {
 		return fmt.Sprintf("River at %d jobs/s: %d inserted, %d worked", rate, inserted.Load(), b.started.count()-base)
 	})
 	defer stop()
-	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: b.cfg.Phase, Workers: b.cfg.Conns},
+	st, err := openloop.Run(ctx, openloop.Config{Rate: float64(rate), Duration: d, Workers: b.cfg.Conns},
 		func(ctx context.Context, i int, due time.Time) error {
 			r, err := client.Insert(ctx, noopArgs{}, nil)
 			if err != nil {
@@ -92,19 +157,18 @@ func (b *bench) phase(ctx context.Context, client *river.Client[pgx.Tx], rate in
 	_ = b.wait(ctx, jobs, b.cfg.Tail)
 	waited := time.Now()
 
-	fromDue, commit := result.NewLatency(), result.NewLatency()
-	invisible := 0
+	p.load = p.load.Add(st)
 	for _, j := range jobs {
 		at, ok := b.started.get(j.id)
 		if !ok {
 			at = waited
-			invisible++
+			p.invisible++
 		} else {
-			_ = commit.RecordValue(max(1, at.Sub(j.commit).Microseconds()))
+			_ = p.commit.RecordValue(max(1, at.Sub(j.commit).Microseconds()))
 		}
-		_ = fromDue.RecordValue(max(1, at.Sub(j.due).Microseconds()))
+		_ = p.fromDue.RecordValue(max(1, at.Sub(j.due).Microseconds()))
+		_ = p.insert.RecordValue(max(1, j.commit.Sub(j.due).Microseconds()))
 	}
-	b.report(rate, st, fromDue, commit, invisible)
 	return nil
 }
 

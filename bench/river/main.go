@@ -11,6 +11,7 @@
 //	cd bench/river && go run .              # a scratch database of its own, dropped at the end
 //	BENCH_SCALE=0.1 go run . -workers 100   # smaller, other tuning
 //	go run . -rates '' -backlog 100000      # the no-op drain alone (the throughput scenario's)
+//	printf '1000 2s\n1000 2s\n' | go run . -slices   # phases in slices, as bench/relay interleaves them with herald's
 package main
 
 import (
@@ -41,6 +42,8 @@ func main() {
 	flag.DurationVar(&cfg.FetchCooldown, "fetch-cooldown", 5*time.Millisecond, "River FetchCooldown")
 	flag.DurationVar(&cfg.FetchPollInterval, "fetch-poll-interval", 100*time.Millisecond, "River FetchPollInterval")
 	flag.IntVar(&cfg.Conns, "conns", 32, "connections of the load generator")
+	flag.BoolVar(&cfg.Slices, "slices", false, "read the latency phases from stdin, one slice per line (\"<rate> <duration>\"), "+
+		"answer \"slice done\" on stdout after each, and report each rate over its slices at the end of stdin; -rates is ignored")
 	flag.Parse()
 	for _, r := range strings.FieldsFunc(*rates, func(c rune) bool { return c == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(r))

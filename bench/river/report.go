@@ -3,19 +3,19 @@ package main
 import (
 	"fmt"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
-	"github.com/heraldhq/herald/bench/relay/openloop"
 	"github.com/heraldhq/herald/bench/result"
 )
 
 // report records one phase under the figure names bench/relay uses for herald's and the
 // polling relay's ("1000 rows/s p50", …): a job here stands for a delivery row there.
-func (b *bench) report(rate int, st openloop.Stats, fromDue, commit *hdrhistogram.Histogram, invisible int) {
+func (b *bench) report(p *phase) {
+	rate, st, fromDue, insert, commit, invisible := p.rate, p.load, p.fromDue, p.insert, p.commit, p.invisible
 	name := fmt.Sprintf("%d rows/s", rate)
 	ms := func(v int64) float64 { return float64(v) / 1000 }
 	b.res.Latencies(group, name, fromDue, "")
-	b.res.Add(result.Figure{Group: group, Name: name + " commit → visible p50", Value: ms(commit.ValueAtQuantile(50)), Unit: "ms", Better: "lower"}).
+	b.res.Add(result.Figure{Group: group, Name: name + " due → commit p50", Value: ms(insert.ValueAtQuantile(50)), Unit: "ms", Better: "lower"}).
+		Add(result.Figure{Group: group, Name: name + " due → commit p99", Value: ms(insert.ValueAtQuantile(99)), Unit: "ms", Better: "lower"}).
+		Add(result.Figure{Group: group, Name: name + " commit → visible p50", Value: ms(commit.ValueAtQuantile(50)), Unit: "ms", Better: "lower"}).
 		Add(result.Figure{Group: group, Name: name + " commit → visible p99", Value: ms(commit.ValueAtQuantile(99)), Unit: "ms", Better: "lower"}).
 		Add(result.Figure{Group: group, Name: name + " achieved", Value: st.Rate(), Unit: "rows/s", Better: "higher"}).
 		Add(result.Figure{Group: group, Name: name + " behind schedule max", Value: float64(st.MaxBehind.Microseconds()) / 1000, Unit: "ms", Better: "lower"}).
@@ -37,7 +37,8 @@ func (b *bench) report(rate int, st openloop.Stats, fromDue, commit *hdrhistogra
 			rate, invisible, fromDue.TotalCount(), b.cfg.Tail)
 	}
 	fmt.Printf("River at %d jobs/s (achieved %.0f, up to %v behind): due → work p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; "+
-		"commit → work p50 %.2f ms, p99 %.2f; %d not started\n",
+		"due → commit p50 %.2f ms, p99 %.2f; commit → work p50 %.2f ms, p99 %.2f; %d not started\n",
 		rate, st.Rate(), st.MaxBehind.Round(1e5), ms(fromDue.ValueAtQuantile(50)), ms(fromDue.ValueAtQuantile(90)),
-		ms(fromDue.ValueAtQuantile(99)), ms(fromDue.Max()), ms(commit.ValueAtQuantile(50)), ms(commit.ValueAtQuantile(99)), invisible)
+		ms(fromDue.ValueAtQuantile(99)), ms(fromDue.Max()), ms(insert.ValueAtQuantile(50)), ms(insert.ValueAtQuantile(99)),
+		ms(commit.ValueAtQuantile(50)), ms(commit.ValueAtQuantile(99)), invisible)
 }

@@ -24,6 +24,8 @@ type config struct {
 	Phase, Tail time.Duration
 	Backlog     int
 	Conns       int // generator connections
+	// Slices: the latency phases are read from stdin, slice by slice (bench.latencies).
+	Slices bool
 
 	// River's tuning.
 	Workers           int
@@ -61,12 +63,16 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	res := result.New("river", "River: insert → work start at fixed rates, and the drain of a backlog, no-op worker")
-	res.Load = fmt.Sprintf("open loop at %v jobs/s for %v each, one job insert per transaction, %d writer connections; "+
+	phases := fmt.Sprintf("open loop at %v jobs/s for %v each", cfg.Rates, cfg.Phase)
+	if cfg.Slices {
+		phases = "open loop in the slices read from stdin"
+	}
+	res.Load = fmt.Sprintf("%s, one job insert per transaction, %d writer connections; "+
 		"then a backlog of %d jobs inserted before the workers start. River %d workers, FetchCooldown %v, FetchPollInterval %v",
-		cfg.Rates, cfg.Phase, cfg.Conns, cfg.Backlog, cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval)
+		phases, cfg.Conns, cfg.Backlog, cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval)
 	b := &bench{cfg: cfg, pool: pool, res: res, started: newStarts()}
-	if len(cfg.Rates) > 0 {
-		if err := b.latencies(ctx); err != nil {
+	if len(cfg.Rates) > 0 || cfg.Slices {
+		if err := b.latencies(ctx, os.Stdin, os.Stdout); err != nil {
 			return err
 		}
 	}

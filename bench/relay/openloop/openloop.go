@@ -51,6 +51,12 @@ func (s Stats) Rate() float64 {
 	return float64(s.Calls) / s.Elapsed.Seconds()
 }
 
+// Add is s and o together: two phases, or two slices of one phase, as one.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{Calls: s.Calls + o.Calls, Elapsed: s.Elapsed + o.Elapsed, MaxBehind: max(s.MaxBehind, o.MaxBehind),
+		Behind: s.Behind + o.Behind, Skipped: s.Skipped + o.Skipped}
+}
+
 // Run makes Rate × Duration calls of call, each handed its sequence number and due time, and
 // returns when all have returned. The first error stops the schedule and is returned.
 func Run(ctx context.Context, cfg Config, call func(ctx context.Context, i int, due time.Time) error) (Stats, error) {

@@ -71,3 +71,16 @@ func TestRunSkipsWhatItCannotStartInTime(t *testing.T) {
 	require.Equal(t, 100, st.Calls+st.Skipped)
 	require.Less(t, st.Elapsed, 200*time.Millisecond)
 }
+
+func TestStatsAddIsTheSlicesAsOnePhase(t *testing.T) {
+	a := Stats{Calls: 10, Elapsed: time.Second, MaxBehind: 3 * time.Millisecond, Behind: 2, Skipped: 1}
+	b := Stats{Calls: 20, Elapsed: 2 * time.Second, MaxBehind: time.Millisecond, Behind: 5}
+	got := a.Add(b)
+	want := Stats{Calls: 30, Elapsed: 3 * time.Second, MaxBehind: 3 * time.Millisecond, Behind: 7, Skipped: 1}
+	if got != want {
+		t.Fatalf("Add: got %+v, want %+v", got, want)
+	}
+	if r := got.Rate(); r != 10 {
+		t.Fatalf("rate of the sum: got %v, want 10", r)
+	}
+}
