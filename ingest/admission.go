@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/attrset"
 )
 
 // admission bounds the POST /api/notifications requests that do database work at once, so
@@ -77,6 +78,22 @@ func newAdmission(slots, highReserve int, wait time.Duration, meter metric.Meter
 	return a, nil
 }
 
+// The attribute sets of the admission metrics, built once per priority and result
+// (internal/attrset): admission measures every request.
+type admissionKey struct {
+	priority herald.Priority
+	result   string
+}
+
+var (
+	priorityAttrs = attrset.New(func(p herald.Priority) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("priority", string(p))}
+	})
+	admissionAttrs = attrset.New(func(k admissionKey) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("priority", string(k.priority)), attribute.String("result", k.result)}
+	})
+)
+
 // overloaded is the answer to a request refused for want of a slot. The client retries
 // with the same Idempotency-Key after Retry-After.
 func overloaded() *apiError {
@@ -91,7 +108,6 @@ func overloaded() *apiError {
 // wait since its arrival (or could not get one: errShed), or ctx's error when the client went
 // away first.
 func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(), err error) {
-	prio := attribute.String("priority", string(p))
 	defer func() {
 		result := admitted
 		switch {
@@ -102,13 +118,13 @@ func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(
 		case err != nil:
 			result = refused
 		}
-		a.admissions.Add(ctx, 1, metric.WithAttributes(prio, attribute.String("result", result)))
+		a.admissions.Add(ctx, 1, admissionAttrs.Of(admissionKey{p, result}))
 	}()
 	if p == herald.PriorityHigh {
 		if err := a.all.Acquire(ctx, 1); err != nil {
 			return nil, fmt.Errorf("wait for an admission slot: %w", err)
 		}
-		return a.hold(prio, a.all.Release), nil
+		return a.hold(p, a.all.Release), nil
 	}
 	deadline := arrivalFrom(ctx).Add(a.wait)
 	if !a.shared.TryAcquire(1) {
@@ -123,7 +139,7 @@ func (a *admission) admit(ctx context.Context, p herald.Priority) (release func(
 		}
 	}
 	took := time.Now()
-	return a.hold(prio, func(int64) {
+	return a.hold(p, func(int64) {
 		a.observeHold(time.Since(took))
 		a.all.Release(1)
 		a.shared.Release(1)
@@ -174,8 +190,8 @@ func (a *admission) waitError(ctx context.Context, err error) error {
 }
 
 // hold counts an admitted request in flight and returns its release.
-func (a *admission) hold(prio attribute.KeyValue, release func(int64)) func() {
-	attrs := metric.WithAttributes(prio)
+func (a *admission) hold(p herald.Priority, release func(int64)) func() {
+	attrs := priorityAttrs.Of(p)
 	a.inFlight.Add(context.Background(), 1, attrs)
 	return func() {
 		a.inFlight.Add(context.Background(), -1, attrs)

@@ -5,9 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/heraldhq/herald"
 )
 
@@ -33,7 +30,7 @@ const late = "late"
 // answerBy is what the gate puts in an admitted NORMAL or LOW request's context.
 type answerBy struct {
 	at   time.Time
-	prio attribute.KeyValue
+	prio herald.Priority
 }
 
 type answerByKey struct{}
@@ -44,7 +41,7 @@ func (a *admission) withAnswerBy(ctx context.Context, p herald.Priority) context
 	if p == herald.PriorityHigh {
 		return ctx
 	}
-	return context.WithValue(ctx, answerByKey{}, answerBy{at: arrivalFrom(ctx).Add(a.wait), prio: attribute.String("priority", string(p))})
+	return context.WithValue(ctx, answerByKey{}, answerBy{at: arrivalFrom(ctx).Add(a.wait), prio: p})
 }
 
 // inTime returns overloaded() when the request of ctx has an answer-by time that need from
@@ -54,7 +51,7 @@ func (a *admission) inTime(ctx context.Context, need time.Duration) error {
 	if !ok || a.waiting.Load() == 0 || !time.Now().Add(need).After(by.at) {
 		return nil
 	}
-	a.admissions.Add(ctx, 1, metric.WithAttributes(by.prio, attribute.String("result", late)))
+	a.admissions.Add(ctx, 1, admissionAttrs.Of(admissionKey{by.prio, late}))
 	return overloaded()
 }
 
