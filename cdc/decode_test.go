@@ -313,7 +313,7 @@ func BenchmarkHandleUpdate(b *testing.B) {
 	s := &stream{relations: map[uint32]*relation{1: rel}, dec: newTupleDecoder(), cur: &txn{}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.handleWAL(msg); err != nil {
+		if err := s.handleWAL(msg, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}

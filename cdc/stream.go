@@ -39,7 +39,6 @@ type stream struct {
 	commitTime time.Time
 	sentAt     time.Time // when the walsender sent the transaction's BEGIN (its clock)
 	receivedAt time.Time
-	msgSent    time.Time // when the walsender sent the message being handled
 
 	// started, when set, is called once the server has accepted START_REPLICATION.
 	started func()
@@ -146,8 +145,7 @@ func (s *stream) handle(msg pgproto3.BackendMessage) (bool, error) {
 			if err != nil {
 				return false, fmt.Errorf("parse XLogData: %w", err)
 			}
-			s.msgSent = xld.ServerTime
-			return false, s.handleWAL(xld.WALData)
+			return false, s.handleWAL(xld.WALData, xld.ServerTime)
 		}
 		return false, nil
 	case *pgproto3.ErrorResponse:
@@ -164,8 +162,8 @@ func (s *stream) keepaliveSeen(msg pgproto3.BackendMessage) bool {
 }
 
 // handleWAL decodes one pgoutput message (protocol version 1: whole transactions, in commit
-// order, each between BEGIN and COMMIT).
-func (s *stream) handleWAL(data []byte) error {
+// order, each between BEGIN and COMMIT); sent is when the walsender sent it (its header).
+func (s *stream) handleWAL(data []byte, sent time.Time) error {
 	if s.cur != nil && len(data) > 0 && data[0] == byte(pglogrepl.MessageTypeUpdate) && droppable(data[1:], s.relations) {
 		return nil
 	}
@@ -181,7 +179,7 @@ func (s *stream) handleWAL(data []byte) error {
 			return fmt.Errorf("BEGIN of xid %d inside another transaction", m.Xid)
 		}
 		s.cur = s.tracker.begin()
-		s.commitLSN, s.commitTime, s.sentAt, s.receivedAt = m.FinalLSN, m.CommitTime, s.msgSent, time.Now()
+		s.commitLSN, s.commitTime, s.sentAt, s.receivedAt = m.FinalLSN, m.CommitTime, sent, time.Now()
 		if s.cfg.ObserveLag != nil {
 			s.cfg.ObserveLag(s.receivedAt.Sub(s.commitTime))
 		}

@@ -57,10 +57,11 @@ const (
 func BenchmarkScenarioRelay(b *testing.B) {
 	res := result.New("relay", "due → visible at a Kafka consumer: herald's CDC relay vs River vs the seed's polling relay")
 	phase, backlog := phaseDuration(), backlogSize()
+	slices := sliceCount(phase)
 	res.Load = fmt.Sprintf("open loop at %d, %d and %d rows/s for %v each, one notification + one delivery per transaction "+
 		"(priorities in turn), %d writer connections; herald's and River's phases interleaved in %d slices of %v each; "+
 		"then a backlog of %d due rows written before the relay starts",
-		rates[0], rates[1], rates[2], phase, generatorConns, sliceCount(phase), phase/time.Duration(sliceCount(phase)), backlog)
+		rates[0], rates[1], rates[2], phase, generatorConns, slices, phase/time.Duration(slices), backlog)
 	bin := riverbench.Build(b) // compiled before anything is measured
 
 	s := heraldSystem(b)
