@@ -15,12 +15,13 @@ import (
 	"github.com/heraldhq/herald/internal/heraldtest"
 )
 
-// watcher is the consumer that decides when a row is visible: it reads a system's topics
-// from their end offsets at the time it starts (listed, not left to a reset policy, so that
-// no record produced after the start is skipped) and keeps, per delivery id, when its first
-// record was polled.
+// watcher is the consumer that decides when a row is visible: one client per topic, as
+// dispatch has one per lane (dispatch/lane.go), each reading its topic from its end offsets
+// at the time it starts (listed, not left to a reset policy, so that no record produced after
+// the start is skipped); it keeps, per delivery id, when its first record was polled. One
+// client over the three topics would make the broker read all 20 partitions for each fetch,
+// where a lane's fetch reads its topic's.
 type watcher struct {
-	cl       *kgo.Client
 	mu       sync.Mutex
 	seen     map[string]time.Time
 	dups     int
@@ -38,31 +39,36 @@ func watch(tb testing.TB, brokers []string, topics map[herald.Priority]string) *
 	for _, t := range topics {
 		names = append(names, t)
 	}
-	ends := endOffsets(tb, admCl, names)
-	from := map[string]map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
+	from := map[string]map[string]map[int32]kgo.Offset{} // topic → its client's ConsumePartitions
+	endOffsets(tb, admCl, names).Each(func(o kadm.ListedOffset) {
 		if from[o.Topic] == nil {
-			from[o.Topic] = map[int32]kgo.Offset{}
+			from[o.Topic] = map[string]map[int32]kgo.Offset{o.Topic: {}}
 		}
-		from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
+		from[o.Topic][o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(from),
-		kgo.FetchMaxWait(100*time.Millisecond))
-	heraldtest.Must(tb, err)
-	w := &watcher{cl: cl, seen: map[string]time.Time{}}
+	w := &watcher{seen: map[string]time.Time{}}
 	runCtx, stop := context.WithCancel(context.Background())
-	w.wg.Go(func() { w.run(runCtx) })
+	var clients []*kgo.Client
 	tb.Cleanup(func() {
 		stop()
 		w.wg.Wait()
-		cl.Close()
+		for _, cl := range clients {
+			cl.Close()
+		}
 	})
+	for _, parts := range from {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(parts),
+			kgo.FetchMaxWait(100*time.Millisecond))
+		heraldtest.Must(tb, err)
+		clients = append(clients, cl)
+		w.wg.Go(func() { w.run(runCtx, cl) })
+	}
 	return w
 }
 
-func (w *watcher) run(ctx context.Context) {
+func (w *watcher) run(ctx context.Context, cl *kgo.Client) {
 	for {
-		fetches := w.cl.PollFetches(ctx)
+		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return
 		}

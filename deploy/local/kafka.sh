@@ -17,6 +17,7 @@ KAFKA_READY_BIN="$STACK/bin/kafkaready"
 # itself used under a quarter of a core); at -10 they took 1–3 ms. See docs/local-stack.md and
 # docs/benchmarks.md, "The relay's tail is the broker's share of the CPU".
 KAFKA_NICE="${HERALD_KAFKA_NICE:--10}"
+KAFKA_GC="${HERALD_KAFKA_GC:-g1}"
 
 kafka_log() { echo "$KAFKA_LOG"; }
 
@@ -176,15 +177,21 @@ kafka_start() {
 	[ -f "$KAFKA_LOG" ] && mv -f "$KAFKA_LOG" "$KAFKA_LOG.1"
 	say "starting kafka on 127.0.0.1:$KAFKA_PORT (heap $KAFKA_HEAP)"
 	# setsid: the broker outlives the shell (and a Ctrl-C of `make run`); stop it with `down`.
-	# NewRatio=3: a young generation of a quarter of the heap, fixed. Left to G1's pause target
-	# on two busy cores, it shrank to its 5 % floor and the broker stopped every few seconds
-	# (8 pauses, 558 ms in all, in 79 s of the relay scenario); fixed, once in 84 s
-	# (docs/benchmarks.md, "The relay's tail is the broker's share of the CPU"). Every pause
-	# is in $KAFKA_DIR/gc.log.
+	# The collector (HERALD_KAFKA_GC): G1 by default, with NewRatio=3 fixing the young
+	# generation at a quarter of the heap (left to its pause target on two busy cores it shrank
+	# to its 5 % floor and paused every few seconds: 8 pauses, 558 ms in all, in 79 s of the
+	# relay scenario). zgc has no pause above a millisecond, but costs concurrent cycles on the
+	# same cores; interleaved with G1 it did not lower the relay's tail (docs/benchmarks.md,
+	# "The broker's collector, interleaved"). Every collection is in $KAFKA_DIR/gc.log.
+	local gc
+	case "$KAFKA_GC" in
+	g1) gc=(-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:NewRatio=3 -XX:InitiatingHeapOccupancyPercent=35) ;;
+	zgc) gc=(-XX:+UseZGC) ;;
+	*) die "kafka: HERALD_KAFKA_GC is '$KAFKA_GC', expected zgc or g1" ;;
+	esac
 	# shellcheck disable=SC2086 # HERALD_KAFKA_OPTS is a list of JVM options
-	setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:NewRatio=3 \
+	setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" "${gc[@]}" -XX:+ExplicitGCInvokesConcurrent \
 		-Xlog:gc:file="$KAFKA_DIR/gc.log":time,uptime:filecount=2,filesize=10m \
-		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
 		-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
 		-Dlog4j2.configurationFile="$HERE/kafka/log4j2.properties" -Dkafka.logs.dir="$KAFKA_DIR" \
 		${HERALD_KAFKA_OPTS:-} -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF" \
