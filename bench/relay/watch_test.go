@@ -39,12 +39,12 @@ func watch(tb testing.TB, brokers []string, topics map[herald.Priority]string) *
 	for _, t := range topics {
 		names = append(names, t)
 	}
-	from := map[string]map[string]map[int32]kgo.Offset{} // topic → its client's ConsumePartitions
+	from := map[string]map[int32]kgo.Offset{} // topic → partition → end offset
 	endOffsets(tb, admCl, names).Each(func(o kadm.ListedOffset) {
 		if from[o.Topic] == nil {
-			from[o.Topic] = map[string]map[int32]kgo.Offset{o.Topic: {}}
+			from[o.Topic] = map[int32]kgo.Offset{}
 		}
-		from[o.Topic][o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
+		from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
 	})
 	w := &watcher{seen: map[string]time.Time{}}
 	runCtx, stop := context.WithCancel(context.Background())
@@ -56,8 +56,8 @@ func watch(tb testing.TB, brokers []string, topics map[herald.Priority]string) *
 			cl.Close()
 		}
 	})
-	for _, parts := range from {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(parts),
+	for topic, parts := range from {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 			kgo.FetchMaxWait(100*time.Millisecond))
 		heraldtest.Must(tb, err)
 		clients = append(clients, cl)
