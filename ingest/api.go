@@ -40,6 +40,8 @@ type API struct {
 	available recipient.ChannelSet
 	high      *highPublisher // nil: HIGH deliveries reach Kafka through the relay only
 	highPool  *pgxpool.Pool  // HIGH POSTs' own connections (HighPool); nil: the API's pool
+	// acceptPool is NORMAL and LOW POSTs' own connections (AcceptPool); nil: the API's pool.
+	acceptPool *pgxpool.Pool
 	// readyChecks are the other dependencies of /readyz (ReadyWhen), set before serving.
 	readyChecks []readyCheck
 }

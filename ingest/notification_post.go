@@ -118,7 +118,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err := a.admit.inTime(ctx, a.admit.read.bound()+a.admit.insert.bound()); err != nil {
 		return accepted{}, err
 	}
-	db := a.poolFor(in.Priority) // HIGH's own connections, when it has them (admission_pool.go)
+	db := a.poolFor(in.Priority) // the accepts' own connections, when they have them (admission_pool.go)
 	ac, err := timed(&a.admit.read, func() (*acceptContext, error) { return readAcceptContext(ctx, db, clientID, key, in) })
 	if err != nil {
 		return accepted{}, err

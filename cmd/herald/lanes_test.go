@@ -143,10 +143,11 @@ func TestOTPPoolProcess(t *testing.T) {
 	require.Contains(t, started(otp), "dispatch")
 	require.Subset(t, started(rest), []string{"campaign expander", "re-drive executor", "relay", "dispatch"})
 
-	// Each pool's sessions are named after their work (application_name): the pool's HIGH
-	// accepts apart from the main pool, dispatch's, the relay's and the expander's.
+	// Each pool's sessions are named after their work (application_name): the pools of HIGH's
+	// accepts and of the other POSTs' apart from the main pool, dispatch's, the relay's and the
+	// expander's.
 	var names []string
 	require.NoError(t, db.QueryRow(context.Background(), `SELECT array_agg(DISTINCT application_name)
 		FROM pg_stat_activity WHERE datname = current_database()`).Scan(&names))
-	require.Subset(t, names, []string{"herald", "herald-high", "herald-dispatch", "herald-relay", "herald-expander"})
+	require.Subset(t, names, []string{"herald", "herald-accept", "herald-high", "herald-dispatch", "herald-relay", "herald-expander"})
 }

@@ -251,6 +251,14 @@ func runServe(ctx context.Context, args []string) error {
 			defer hp.Close()
 			apiOpts = append(apiOpts, ingest.HighPool(hp))
 		}
+		if !c.Ingest.HighOnly() {
+			ap, err := acceptPool(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer ap.Close()
+			apiOpts = append(apiOpts, ingest.AcceptPool(ap))
+		}
 	}
 	api, err := ingest.New(c.Ingest, pool, log, apiOpts...)
 	if err != nil {
@@ -504,16 +512,34 @@ func expanderPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 	return openPool(ctx, pc, "herald-expander")
 }
 
+// acceptPool is NORMAL and LOW POSTs' own connections (ingest.AcceptPool), one per slot of
+// the admission, opened on demand, whose sessions plan the accept's statements once
+// (pgpool.GenericPlans, pgpool.ByKey). The API's pool keeps the other routes, the console and
+// the re-drive executor.
+func acceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
+	n := int32(c.Ingest.Slots(c.MaxConns))
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings, pgpool.ByKey(), pgpool.GenericPlans())
+	if err != nil {
+		return nil, err
+	}
+	pgpool.Named(cfg, "herald-accept")
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return pool, nil
+}
+
 // highAcceptPool is HIGH POSTs' own connections (ingest.HighPool), one per slot of the
 // admission's HIGH reserve, all opened before the API serves and kept open (MinConns), so
 // that a HIGH accept never queues behind NORMAL and LOW for a connection nor opens one; nil
-// when the reserve is empty.
+// when the reserve is empty. Its sessions plan the accept's statements once, as acceptPool's.
 func highAcceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 	n := int32(c.Ingest.HighReserve(c.MaxConns))
 	if n < 1 {
 		return nil, nil
 	}
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings)
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings, pgpool.ByKey(), pgpool.GenericPlans())
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,24 @@ func Configure(cfg *pgconn.Config) {
 //     a precaution.
 func ByKey() map[string]string { return map[string]string{"enable_seqscan": "off"} }
 
+// GenericPlans returns the session settings of the pools whose statements are the same
+// lookups and inserts by key on every call, whatever their arguments: the API's accepts (the
+// read of the accept context, the insert of the notification and its deliveries). They are
+// startup parameters, passed beside ByKey, whose enable_seqscan=off keeps the one plan away
+// from a sequential scan of a table analyzed while it was empty.
+//
+//   - plan_cache_mode=force_generic_plan. PostgreSQL plans a prepared statement anew for each
+//     call's values for its first five calls, then keeps its generic plan only if that plan's
+//     estimated cost is not above the average of the custom ones, per session and until
+//     something invalidates it. The accept's statements reach the day-partitioned tables,
+//     whose planning costs more than their execution: planned on every call they took
+//     PostgreSQL 782–812 µs of CPU per POST in the ingest scenario, on their generic plans
+//     337–372 µs, and a session that once chose the custom plans kept them (a scenario run
+//     landed on either; docs/benchmarks.md, "The ingest ratio is two ratios").
+func GenericPlans() map[string]string {
+	return map[string]string{"plan_cache_mode": "force_generic_plan"}
+}
+
 // ParseConfig parses a PostgreSQL URL or DSN into a pool configuration with herald's
 // session settings (Configure).
 func ParseConfig(connString string) (*pgxpool.Config, error) {
