@@ -158,7 +158,7 @@ func (s *system) insert(ctx context.Context, p herald.Priority) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	ok, err := delivery.Insert(ctx, s.pool, delivery.Notification{
+	ok, err := delivery.Insert(ctx, s.accept, delivery.Notification{
 		ID: nid, ClientID: s.clientID, IdempotencyKey: nid.String(), RequestHash: []byte{0},
 		UserID: 1, Template: "bench", Category: "bench", Priority: p, Response: []byte(`{}`),
 		Deliveries: []delivery.New{{ID: did, Channel: herald.ChannelSMS}},

@@ -24,8 +24,11 @@ const generatorConns = 32
 
 // system is one relay under test on its own scratch database and topics.
 type system struct {
-	name     string // the figure group: "herald relay", "polling relay"
-	pool     *pgxpool.Pool
+	name string // the figure group: "herald relay", "polling relay"
+	pool *pgxpool.Pool
+	// accept is the load generator's pool, opened as herald serve opens the API's accept
+	// pool (herald-accept): its sessions plan the insert once.
+	accept   *pgxpool.Pool
 	clientID string
 	topics   map[herald.Priority]string
 	brokers  []string
@@ -44,7 +47,8 @@ func newSystem(tb testing.TB, name string) *system {
 	names := stacktest.KafkaTopics(tb, map[string]int32{"high": 12, "normal": 6, "low": 2})
 	s := &system{
 		name:    name,
-		pool:    newPool(tb, url, generatorConns+4),
+		pool:    newPool(tb, url, 4),
+		accept:  newPool(tb, url, generatorConns, pgpool.ByKey(), pgpool.GenericPlans()),
 		brokers: stacktest.KafkaBrokers(tb),
 		topics: map[herald.Priority]string{
 			herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"],
