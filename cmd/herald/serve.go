@@ -26,7 +26,6 @@ import (
 	"github.com/heraldhq/herald/internal/campaign"
 	"github.com/heraldhq/herald/internal/migrate"
 	"github.com/heraldhq/herald/internal/partition"
-	"github.com/heraldhq/herald/internal/pgpool"
 	"github.com/heraldhq/herald/internal/redrive"
 )
 
@@ -510,51 +509,6 @@ func expanderPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 	pc := c.commonConfig
 	pc.MaxConns = expanderPoolConns
 	return openPool(ctx, pc, "herald-expander")
-}
-
-// acceptPool is NORMAL and LOW POSTs' own connections (ingest.AcceptPool), one per slot of
-// the admission, opened on demand, whose sessions plan the accept's statements once
-// (pgpool.GenericPlans, pgpool.ByKey). The API's pool keeps the other routes, the console and
-// the re-drive executor.
-func acceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
-	n := int32(c.Ingest.Slots(c.MaxConns))
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings, pgpool.ByKey(), pgpool.GenericPlans())
-	if err != nil {
-		return nil, err
-	}
-	pgpool.Named(cfg, "herald-accept")
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	return pool, nil
-}
-
-// highAcceptPool is HIGH POSTs' own connections (ingest.HighPool), one per slot of the
-// admission's HIGH reserve, all opened before the API serves and kept open (MinConns), so
-// that a HIGH accept never queues behind NORMAL and LOW for a connection nor opens one; nil
-// when the reserve is empty. Its sessions plan the accept's statements once, as acceptPool's.
-func highAcceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
-	n := int32(c.Ingest.HighReserve(c.MaxConns))
-	if n < 1 {
-		return nil, nil
-	}
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings, pgpool.ByKey(), pgpool.GenericPlans())
-	if err != nil {
-		return nil, err
-	}
-	pgpool.Named(cfg, "herald-high")
-	cfg.MinConns = n
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	// MinConns opens them in the background; open them now.
-	if err := pgpool.Warm(ctx, pool, int(n)); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	return pool, nil
 }
 
 // dispatchPoolSpare is what the dispatch pool holds beyond one connection per worker: the
