@@ -151,7 +151,7 @@ func checkCampaignTemplate(ctx context.Context, tx pgx.Tx, in *campaignInput) er
 		return err
 	}
 	in.category = *category
-	return checkRender(content, "", in.Channels, in.Payload)
+	return checkRender(content, "", in.Channels, in.payload)
 }
 
 // campaignRow is the campaign row of the request in.

@@ -56,6 +56,7 @@ type campaignInput struct {
 	Channels  []herald.Channel `json:"channels"`
 	Priority  herald.Priority  `json:"priority"`
 	Payload   json.RawMessage  `json:"payload"`
+	payload   map[string]any   // Payload decoded, for the render check
 	SendAt    *time.Time       `json:"sendAt,omitempty"`
 	ExpiresAt *time.Time       `json:"expiresAt,omitempty"`
 	UserIDs   []int64          `json:"userIds,omitempty"` // nil: a segment
@@ -98,7 +99,7 @@ func decodeCampaign(body io.Reader, maxPayload int) (*campaignInput, error) {
 		}
 		in.Priority = p
 	}
-	in.Payload = normalizeObject(&fe, "payload", req.Payload, maxPayload)
+	in.Payload, in.payload = normalizeObject(&fe, "payload", req.Payload, maxPayload)
 	in.SendAt = parseTimestamp(&fe, "sendAt", req.SendAt)
 	in.ExpiresAt = parseTimestamp(&fe, "expiresAt", req.ExpiresAt)
 	if in.SendAt != nil && in.ExpiresAt != nil && !in.ExpiresAt.After(*in.SendAt) {

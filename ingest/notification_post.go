@@ -158,7 +158,7 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 	if err != nil {
 		return accepted{}, err
 	}
-	if err := checkRender(ac.templateContent, ac.locale, d.Deliver, in.Payload); err != nil {
+	if err := checkRender(ac.templateContent, ac.locale, d.Deliver, in.payload); err != nil {
 		return accepted{}, err
 	}
 
@@ -192,8 +192,10 @@ func (a *API) accept(ctx context.Context, clientID, key string, in *notification
 		res.awaitDurable = prompt && !pipelined // the pipeline waited for the flush after the conflict
 		return res, err
 	}
-	a.log.Debug("notification accepted", zap.String("notification_id", res.id), zap.String("client_id", clientID),
-		zap.Int("deliveries", len(d.Deliver)), zap.Int("suppressed", len(d.Suppressed)), zap.Bool("deferred", d.Next != nil))
+	if ce := a.log.Check(zap.DebugLevel, "notification accepted"); ce != nil { // no fields built when debug is off
+		ce.Write(zap.String("notification_id", res.id), zap.String("client_id", clientID),
+			zap.Int("deliveries", len(d.Deliver)), zap.Int("suppressed", len(d.Suppressed)), zap.Bool("deferred", d.Next != nil))
+	}
 	return res, nil
 }
 

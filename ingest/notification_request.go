@@ -46,7 +46,8 @@ func (r *recipientJSON) empty() bool {
 type notificationInput struct {
 	UserID    int64            `json:"userId"`
 	Template  string           `json:"template"`
-	Payload   json.RawMessage  `json:"payload"`  // normalized: keys sorted, no white space
+	Payload   json.RawMessage  `json:"payload"` // normalized: keys sorted, no white space
+	payload   map[string]any   // Payload decoded, for the render check
 	Priority  herald.Priority  `json:"priority"` // default applied
 	Channels  []herald.Channel `json:"channels"` // canonical order
 	Category  string           `json:"category,omitempty"`
@@ -80,7 +81,7 @@ func decodeNotification(body io.Reader, maxPayload int) (*notificationInput, err
 		in.Template = *req.Template
 		checkTemplateName(&fe, "template", in.Template)
 	}
-	in.Payload = normalizeObject(&fe, "payload", req.Payload, maxPayload)
+	in.Payload, in.payload = normalizeObject(&fe, "payload", req.Payload, maxPayload)
 	if req.Priority != nil {
 		p, err := herald.ParsePriority(*req.Priority)
 		if err != nil {
@@ -165,37 +166,39 @@ const (
 )
 
 // normalizeObject checks that raw is a JSON object (or absent/null) within the limits and
-// returns it re-encoded with sorted keys and no white space. Numbers keep their text.
-func normalizeObject(fe *fieldErrors, field string, raw json.RawMessage, maxBytes int) json.RawMessage {
+// returns it re-encoded with sorted keys and no white space (numbers keep their text),
+// with the object as decoded (templates.RenderDecoded's data). Both are nil when it is not
+// valid, and fe says why.
+func normalizeObject(fe *fieldErrors, field string, raw json.RawMessage, maxBytes int) (json.RawMessage, map[string]any) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return json.RawMessage("{}")
+		return json.RawMessage("{}"), map[string]any{}
 	}
 	if raw[0] != '{' {
 		fe.add(field, "must be a JSON object")
-		return nil
+		return nil, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v map[string]any
 	if err := dec.Decode(&v); err != nil {
 		fe.add(field, "must be a JSON object")
-		return nil
+		return nil, nil
 	}
 	if msg := checkPayloadValue(v, 1); msg != "" {
 		fe.add(field, "%s", msg)
-		return nil
+		return nil, nil
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
 		fe.add(field, "must be a JSON object")
-		return nil
+		return nil, nil
 	}
 	if len(out) > maxBytes {
 		fe.add(field, "must be at most %d bytes of compact JSON", maxBytes)
-		return nil
+		return nil, nil
 	}
-	return out
+	return out, v
 }
 
 // checkPayloadValue walks a decoded payload and returns why PostgreSQL's jsonb would not

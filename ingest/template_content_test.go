@@ -140,7 +140,7 @@ func TestPostRendersTemplate(t *testing.T) {
 // template with one variable each. Run: go test -run '^$' -bench BenchmarkCheckRender ./ingest
 func BenchmarkCheckRender(b *testing.B) {
 	content := []byte(`{"EMAIL": {"default": {"subject": "Your code", "text": "Your code is {{.code}}"}}, "SMS": {"default": {"text": "Your code is {{.code}}"}}}`)
-	payload := []byte(`{"code":"123456"}`)
+	payload := map[string]any{"code": "123456"} // as normalizeObject decodes it
 	deliver := []herald.Channel{herald.ChannelSMS, herald.ChannelEmail}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -72,7 +72,7 @@ func storeTemplate(ctx context.Context, pool *pgxpool.Pool, name string, req tem
 	}
 	channels := parseChannels(&fe, "channels", req.Channels, req.Channels != nil)
 	t.Channels = channelStrings(channels)
-	t.Content = normalizeObject(&fe, "content", req.Content, maxContent)
+	t.Content, _ = normalizeObject(&fe, "content", req.Content, maxContent)
 	if err := fe.err(); err != nil {
 		return t, err
 	}

@@ -58,11 +58,25 @@ func Channels(content json.RawMessage) ([]herald.Channel, error) {
 // payload (a JSON object, or empty) as the template data. Errors wrap ErrInvalid,
 // ErrNoContent or ErrRender.
 func Render(content json.RawMessage, locale string, channel herald.Channel, payload json.RawMessage) (senders.Content, error) {
-	c, err := cached(content)
+	data, err := decodePayload(payload)
 	if err != nil {
 		return senders.Content{}, err
 	}
-	data, err := decodePayload(payload)
+	return renderData(content, locale, channel, data)
+}
+
+// RenderDecoded renders like Render with the payload already decoded, as Render decodes it:
+// a JSON object read with json.Decoder.UseNumber into a map (numbers as json.Number). A
+// caller that renders one payload for several channels decodes it once.
+func RenderDecoded(content json.RawMessage, locale string, channel herald.Channel, payload map[string]any) (senders.Content, error) {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	return renderData(content, locale, channel, payload)
+}
+
+func renderData(content json.RawMessage, locale string, channel herald.Channel, data any) (senders.Content, error) {
+	c, err := cached(content)
 	if err != nil {
 		return senders.Content{}, err
 	}
@@ -260,6 +274,7 @@ func renderError(field string, err error) error {
 }
 
 // oneLine folds line breaks (a subject or title is a single line).
-func oneLine(s string) string {
-	return strings.TrimSpace(strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(s))
-}
+func oneLine(s string) string { return strings.TrimSpace(lineBreaks.Replace(s)) }
+
+// lineBreaks is oneLine's replacer, built once (a Replacer builds its tables on first use).
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ")
