@@ -105,8 +105,13 @@ func BenchmarkScenarioRelay(b *testing.B) {
 // still PENDING are cancelled, so that the next phase starts without a backlog.
 func (s *system) phases(b *testing.B, res *result.Result, stop func(), other func(rate int, slice time.Duration)) func() {
 	for _, rate := range rates {
+		before := s.sampleJIT(b)
+		t0 := time.Now()
 		l := s.latencyPhase(b, rate, phaseDuration(rate), tailLimit(), other)
 		s.report(b, res, l)
+		if share, ok := s.jitShare(b, before, time.Since(t0)); ok {
+			res.Add(result.Figure{Group: s.name, Name: rateName(rate) + " broker compiler's share of a core", Value: share * 100, Unit: "%", Better: "lower"})
+		}
 		if l.invisible > 0 {
 			stop()
 			cancelled := s.cancelPending(b)
@@ -157,45 +162,63 @@ func (s *system) warmUp(b *testing.B, res *result.Result, broker bool) {
 		b.Logf("%s: the broker's compiler is not measured (%v): one warm-up round", s.name, err)
 	} else {
 		b.Logf("%s: the broker's compiler threads are read from process %s", s.name, jit.PID())
+		s.jit = jit
 	}
 	start := time.Now()
 	for round := 1; ; round++ {
-		var before settle.JITSample
-		if jit != nil {
-			if before, err = jit.Sample(); err != nil {
-				b.Logf("%s: the broker's compiler is no longer measured (%v)", s.name, err)
-				jit = nil
-			}
-		}
+		before := s.sampleJIT(b)
 		t0 := time.Now()
 		l := s.latencyPhase(b, rates[1], warmUpDuration(), tailLimit(), nil)
 		line := fmt.Sprintf("%s: broker warm-up round %d at %d rows/s for %v: %d rows, %d not visible, commit → visible p99 %.2f ms",
 			s.name, round, rates[1], warmUpDuration(), l.fromDue.TotalCount(), l.invisible, float64(l.commit.ValueAtQuantile(99))/1000)
-		quiet, share := jit == nil, -1.0
-		if jit != nil {
-			after, err := jit.Sample()
-			if err != nil {
-				b.Logf("%s: the broker's compiler is no longer measured (%v)", s.name, err)
-				jit, quiet = nil, true
-			} else {
-				used, whole := after.Since(before)
-				share = used.Seconds() / time.Since(t0).Seconds()
-				quiet = whole && share < jitQuiet // a compiler thread that ended was busy: not quiet
-				line += fmt.Sprintf("; the broker's compiler threads used %.0f %% of a core", share*100)
-				if !whole {
-					line += " (at least: a compiler thread ended)"
-				}
-			}
+		share, measured := s.jitShare(b, before, time.Since(t0))
+		if measured {
+			line += fmt.Sprintf("; the broker's compiler threads used %.0f %% of a core", share*100)
 		}
 		b.Log(line)
-		if quiet || round == warmUpRounds {
+		// Not measured: quiet when the compiler is not read at all, and not when one of its
+		// threads ended (a lower bound).
+		if quiet := s.jit == nil || measured && share < jitQuiet; quiet || round == warmUpRounds {
 			res.Add(result.Figure{Group: s.name, Name: "broker warm-up before the phases", Value: time.Since(start).Seconds(), Unit: "s"})
-			if share >= 0 {
+			if measured {
 				res.Add(result.Figure{Group: s.name, Name: "broker compiler's share of a core in the last warm-up round", Value: share * 100, Unit: "%"})
 			}
 			return
 		}
 	}
+}
+
+// sampleJIT samples the broker's compiler threads, or returns nil when they are not measured.
+// A sample that fails ends the measurement (logged).
+func (s *system) sampleJIT(b *testing.B) settle.JITSample {
+	if s.jit == nil {
+		return nil
+	}
+	sample, err := s.jit.Sample()
+	if err != nil {
+		b.Logf("%s: the broker's compiler is no longer measured (%v)", s.name, err)
+		s.jit = nil
+	}
+	return sample
+}
+
+// jitShare is the share of a core the broker's compiler threads used over took since before
+// (sampleJIT). ok is false when they are not measured, or when a compiler thread ended in
+// between (HotSpot ends those it no longer needs): the share would then be a lower bound, which
+// cannot say that the compiler was quiet.
+func (s *system) jitShare(b *testing.B, before settle.JITSample, took time.Duration) (share float64, ok bool) {
+	if before == nil {
+		return 0, false
+	}
+	after := s.sampleJIT(b)
+	if after == nil {
+		return 0, false
+	}
+	used, whole := after.Since(before)
+	if !whole {
+		b.Logf("%s: a compiler thread of the broker ended while it was measured", s.name)
+	}
+	return used.Seconds() / took.Seconds(), whole
 }
 
 // The broker warm-up ends after the first round in which the broker's compiler threads used

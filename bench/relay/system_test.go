@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/internal/settle"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
 	"github.com/heraldhq/herald/internal/heraldtest"
@@ -33,9 +34,10 @@ type system struct {
 	topics   map[herald.Priority]string
 	brokers  []string
 	watch    *watcher
-	acks     *acks     // when the relay's records were acknowledged
-	stages   *stages   // herald's relay only: each record's way out, from the relay
-	requests *requests // herald's relay only: its produce requests
+	acks     *acks             // when the relay's records were acknowledged
+	stages   *stages           // herald's relay only: each record's way out, from the relay
+	requests *requests         // herald's relay only: its produce requests
+	jit      *settle.BrokerJIT // the broker's compiler threads, once warmUp found them
 	// start runs the relay until stop is called; it returns once the relay is ready to
 	// publish what is committed from then on.
 	start func(tb testing.TB) (stop func())
