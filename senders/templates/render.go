@@ -58,28 +58,33 @@ func Channels(content json.RawMessage) ([]herald.Channel, error) {
 // payload (a JSON object, or empty) as the template data. Errors wrap ErrInvalid,
 // ErrNoContent or ErrRender.
 func Render(content json.RawMessage, locale string, channel herald.Channel, payload json.RawMessage) (senders.Content, error) {
-	data, err := decodePayload(payload)
-	if err != nil {
-		return senders.Content{}, err
-	}
-	return renderData(content, locale, channel, data)
-}
-
-// RenderDecoded renders like Render with the payload already decoded, as Render decodes it:
-// a JSON object read with json.Decoder.UseNumber into a map (numbers as json.Number). A
-// caller that renders one payload for several channels decodes it once.
-func RenderDecoded(content json.RawMessage, locale string, channel herald.Channel, payload map[string]any) (senders.Content, error) {
-	if payload == nil {
-		payload = map[string]any{}
-	}
-	return renderData(content, locale, channel, payload)
-}
-
-func renderData(content json.RawMessage, locale string, channel herald.Channel, data any) (senders.Content, error) {
 	c, err := cached(content)
 	if err != nil {
 		return senders.Content{}, err
 	}
+	data, err := decodePayload(payload)
+	if err != nil {
+		return senders.Content{}, err
+	}
+	return c.renderChain(locale, channel, data)
+}
+
+// RenderDecoded renders like Render with the payload already decoded, as Render decodes it:
+// a JSON object read with json.Decoder.UseNumber into a map (numbers as json.Number; nil is
+// {}). A caller that renders one payload for several channels decodes it once.
+func RenderDecoded(content json.RawMessage, locale string, channel herald.Channel, payload map[string]any) (senders.Content, error) {
+	c, err := cached(content)
+	if err != nil {
+		return senders.Content{}, err
+	}
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	return c.renderChain(locale, channel, payload)
+}
+
+// renderChain renders channel's content in the first locale of Chain(locale) that has it.
+func (c *compiled) renderChain(locale string, channel herald.Channel, data any) (senders.Content, error) {
 	b := newBudget()
 	for _, name := range Chain(locale) {
 		out, ok, err := c.render(channel, name, data, b)

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -76,6 +77,33 @@ func TestRenderChannels(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"event":"otp","code":"493817","n":1000000,"ok":true,"tags":["<b>Ada</b> \"quoted\"",null]}`, string(hook.JSON))
 	require.Contains(t, string(hook.JSON), `1000000`)
+}
+
+// TestRenderDecodedRendersAsRender holds that a payload decoded once (ingest's render check)
+// renders every channel as the bytes do, numbers included, and that nil is the empty object.
+func TestRenderDecodedRendersAsRender(t *testing.T) {
+	content := json.RawMessage(`{"SMS": {"default": {"text": "{{.code}} {{.n}} {{.user.name}}"}},
+		"webhook": {"default": {"json": {"n": "{{.n}}", "user": "{{.user.name}}"}}}}`)
+	raw := json.RawMessage(`{"code": "493817", "n": 1000000, "user": {"name": "<b>Ada</b>"}}`)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var decoded map[string]any
+	require.NoError(t, dec.Decode(&decoded))
+	for _, ch := range []herald.Channel{herald.ChannelSMS, herald.ChannelWebhook} {
+		want, err := Render(content, "de", ch, raw)
+		require.NoError(t, err)
+		got, err := RenderDecoded(content, "de", ch, decoded)
+		require.NoError(t, err)
+		require.Equal(t, want, got, ch)
+	}
+	got, err := RenderDecoded(content, "", herald.ChannelSMS, map[string]any{"code": "1", "n": json.Number("1e6"), "user": map[string]any{"name": "x"}})
+	require.NoError(t, err)
+	require.Equal(t, "1 1e6 x", got.Text, "a json.Number keeps its text")
+
+	_, err = RenderDecoded(json.RawMessage(otp), "en", herald.ChannelSMS, nil)
+	require.ErrorIs(t, err, ErrRender, "nil is {}: the key is missing")
+	_, err = RenderDecoded(json.RawMessage(`{"SMS": 1}`), "en", herald.ChannelSMS, decoded)
+	require.ErrorIs(t, err, ErrInvalid)
 }
 
 func TestRenderErrors(t *testing.T) {
