@@ -32,11 +32,12 @@ func highAcceptPool(ctx context.Context, c serveConfig) (*pgxpool.Pool, error) {
 // accept's statements once (pgpool.GenericPlans, pgpool.ByKey). With warm every session is
 // opened now and kept open (MinConns); without, they are opened on demand.
 func openAcceptPool(ctx context.Context, c serveConfig, n int32, name string, warm bool) (*pgxpool.Pool, error) {
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, n, c.sessionSettings, pgpool.ByKey(), pgpool.GenericPlans())
+	pc := c.commonConfig
+	pc.MaxConns = int(n)
+	cfg, err := poolConfig(pc, name, pgpool.ByKey(), pgpool.GenericPlans())
 	if err != nil {
 		return nil, err
 	}
-	pgpool.Named(cfg, name)
 	if warm {
 		cfg.MinConns = n
 	}

@@ -33,11 +33,10 @@ func (c *commonConfig) register(f *envFlags) {
 // more beside c's (pgpool.ByKey for the relay's and dispatch's pools), and checks that one
 // connects.
 func openPool(ctx context.Context, c commonConfig, name string, more ...map[string]string) (*pgxpool.Pool, error) {
-	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), append([]map[string]string{c.sessionSettings}, more...)...)
+	cfg, err := poolConfig(c, name, more...)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err
 	}
-	pgpool.Named(cfg, name)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -47,6 +46,17 @@ func openPool(ctx context.Context, c commonConfig, name string, more ...map[stri
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return pool, nil
+}
+
+// poolConfig is the configuration of a pool of c.MaxConns sessions named name, with c's
+// session settings and more.
+func poolConfig(c commonConfig, name string, more ...map[string]string) (*pgxpool.Config, error) {
+	cfg, err := pgpool.NewConfig(c.DatabaseURL, int32(c.MaxConns), append([]map[string]string{c.sessionSettings}, more...)...)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pgpool.Named(cfg, name)
+	return cfg, nil
 }
 
 // openRelayPool opens the relay's pool: relayPoolConns sessions named herald-relay, which
