@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,27 @@ func TestPrebuildBuildsEachPackageOnceAhead(t *testing.T) {
 	}
 	require.FileExists(t, e.binPath(good), "built before its scenario runs")
 	require.Equal(t, StatusOK, e.run(context.Background(), good).Status)
+}
+
+func TestAwaitBuildsReturnsWhenEveryBuildHasEnded(t *testing.T) {
+	root := fakeModule(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "q"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "q", "q_test.go"), []byte(strings.Replace(fakeBenchmarks, "package p", "package q", 1)), 0o644))
+	e := &executor{root: root, out: t.TempDir(), bin: t.TempDir(), scale: 1, repeat: 1, stdout: io.Discard, builds: map[string]*testBuild{}}
+	p := Scenario{Name: "good", Dir: ".", Package: "./p", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
+	q := Scenario{Name: "good", Dir: ".", Package: "./q", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
+	e.prebuild(context.Background(), []Scenario{p, q})
+	require.Len(t, e.builds, 2)
+	require.Positive(t, e.awaitBuilds(), "the builds take time, and it waited for them")
+	for bin, b := range e.builds {
+		select {
+		case <-b.done:
+		default:
+			t.Fatalf("the build of %s has not ended", bin)
+		}
+		require.NoError(t, b.err)
+		require.FileExists(t, bin)
+	}
 }
 
 func TestExecutorStatuses(t *testing.T) {

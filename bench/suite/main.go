@@ -106,6 +106,7 @@ func runCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := e.buildHerald(ctx, stdout); err != nil {
 		fmt.Fprintf(stdout, "bench suite: %v; each scenario builds herald itself\n", err)
 	}
+	fmt.Fprintf(stdout, "bench suite: waited %.1fs for the scenarios' test binaries\n", e.awaitBuilds().Seconds())
 	for _, s := range scenarios {
 		if ctx.Err() != nil {
 			run.Scenarios = append(run.Scenarios, ScenarioRun{Name: s.Name, Benchmark: s.Benchmark, Status: StatusFailed, Error: "interrupted", Log: s.Name + ".log"})
