@@ -154,10 +154,9 @@ func (e *executor) prebuild(ctx context.Context, scenarios []Scenario) {
 }
 
 // awaitBuilds waits until every build prebuild started has ended, and returns how long it
-// waited. The first scenario used to run beside the builds of the others (two compilers on
-// the two cores for some 25 s): the ingest scenario's open-loop p99, first in the suite, was
-// 75–83 ms in two runs of three, where it is 4–14 ms on a machine left to it
-// (docs/benchmarks.md, "The first scenario and the builds").
+// waited: the first scenario used to run beside the builds of the others' packages, as many
+// compilers as cores, for up to half a minute (docs/benchmarks.md, "The first scenario on a
+// fresh stack").
 func (e *executor) awaitBuilds() time.Duration {
 	start := time.Now()
 	e.mu.Lock()
