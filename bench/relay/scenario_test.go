@@ -139,11 +139,11 @@ func quiet(b *testing.B, res *result.Result, name, what string) {
 // producer ids are in place when the first phase starts. The run's first system also runs
 // the middle rate, unmeasured, in rounds of warmUpDuration until the broker's just-in-time
 // compiler is done with its produce and fetch paths (settle.BrokerJIT): a broker that has
-// just started (as in a fresh clone's `make bench` when this scenario ran first, or when it
-// is run alone right after the stack started) interprets them, and compiles them at its raised priority while the phases measure. A
-// relay run right after the stack started had herald's p99 at 1,000 rows/s at 254 ms, the next
-// one on the same stack at 35 ms (docs/benchmarks.md, "The broker's compiler, before the
-// relay is measured").
+// just started (this scenario run alone right after the stack started, or first in the
+// suite, as it was until the suite ran it later) interprets them, and compiles them at its
+// raised priority while the phases measure. A relay run right after the stack started had
+// herald's p99 at 1,000 rows/s at 254 ms, the next one on the same stack at 35 ms
+// (docs/benchmarks.md, "The broker's compiler, before the relay is measured").
 func (s *system) warmUp(b *testing.B, res *result.Result, broker bool) {
 	var ids []row
 	for i := range 10 {

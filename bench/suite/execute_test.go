@@ -67,10 +67,10 @@ func TestAwaitBuildsReturnsWhenEveryBuildHasEnded(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "q", "q_test.go"), []byte(strings.Replace(fakeBenchmarks, "package p", "package q", 1)), 0o644))
 	e := &executor{root: root, out: t.TempDir(), bin: t.TempDir(), scale: 1, repeat: 1, stdout: io.Discard, builds: map[string]*testBuild{}}
 	p := Scenario{Name: "good", Dir: ".", Package: "./p", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
-	q := Scenario{Name: "good", Dir: ".", Package: "./q", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
+	q := Scenario{Name: "q", Dir: ".", Package: "./q", Benchmark: "BenchmarkScenarioGood", Budget: time.Minute}
 	e.prebuild(context.Background(), []Scenario{p, q})
 	require.Len(t, e.builds, 2)
-	require.Positive(t, e.awaitBuilds(), "the builds take time, and it waited for them")
+	e.awaitBuilds()
 	for bin, b := range e.builds {
 		select {
 		case <-b.done:
