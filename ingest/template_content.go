@@ -75,9 +75,10 @@ func templateNotAllowed(msg string) *apiError {
 // checkRender renders non-empty template content once for every channel that gets a delivery,
 // in locale, with payload (as normalizeObject decoded it), and returns a 422
 // template_render_failed when one fails. The rendered content is discarded: dispatch renders
-// again at send time with the then current locale. Compiled templates are cached by the engine, so this costs one execution per
-// channel. It runs before the notification is written, outside any transaction, and every
-// render is bounded by the engine's output and step budget.
+// again at send time with the then current locale. Compiled templates are cached by the
+// engine, so this costs one execution per channel. It runs before the notification is
+// written, outside any transaction, and every render is bounded by the engine's output and
+// step budget.
 func checkRender(content []byte, locale string, deliver []herald.Channel, payload map[string]any) error {
 	if emptyContent(content) {
 		return nil
