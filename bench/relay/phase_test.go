@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/internal/benchproc"
+	"github.com/heraldhq/herald/bench/internal/settle"
 	"github.com/heraldhq/herald/bench/relay/openloop"
 	"github.com/heraldhq/herald/bench/result"
 	"github.com/heraldhq/herald/internal/delivery"
@@ -42,6 +45,67 @@ type latency struct {
 	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
 	// other databases' included: a logical replication slot reads all of it.
 	walRate float64
+	// cpu is what the machine and PostgreSQL were busy with during s's slices, and otherCPU
+	// during the other system's (zero without one).
+	cpu, otherCPU cpuUse
+}
+
+// cpuUse is the CPU the whole machine, the PostgreSQL server, this process (the relay under
+// test, the generator and the watching consumer) and the local broker (when there is one:
+// brokerSeen) used over some slices.
+type cpuUse struct {
+	machine, postgres, self, broker, took time.Duration
+	brokerSeen                            bool
+}
+
+// cores is u's CPU times as average numbers of busy cores.
+func (u cpuUse) cores() (machine, postgres, self, broker float64) {
+	if u.took <= 0 {
+		return 0, 0, 0, 0
+	}
+	t := u.took.Seconds()
+	return u.machine.Seconds() / t, u.postgres.Seconds() / t, u.self.Seconds() / t, u.broker.Seconds() / t
+}
+
+// cpuSample is the CPU times cpuUse adds up, so far.
+func cpuSample(b testing.TB, pg benchproc.Postgres, broker int) cpuUse {
+	var u cpuUse
+	var err error
+	u.machine, err = benchproc.MachineCPU()
+	heraldtest.Must(b, err)
+	u.postgres, err = pg.CPU()
+	heraldtest.Must(b, err)
+	u.self, err = benchproc.CPUOf(os.Getpid())
+	heraldtest.Must(b, err)
+	if broker > 0 {
+		u.broker, err = benchproc.CPUOf(broker)
+		heraldtest.Must(b, err)
+	}
+	return u
+}
+
+// measureCPU adds to u what was used while fn ran.
+func (u *cpuUse) measureCPU(b testing.TB, pg benchproc.Postgres, broker int, fn func()) {
+	c0, t0 := cpuSample(b, pg, broker), time.Now()
+	fn()
+	took := time.Since(t0)
+	c1 := cpuSample(b, pg, broker)
+	u.machine += c1.machine - c0.machine
+	u.postgres += c1.postgres - c0.postgres
+	u.self += c1.self - c0.self
+	u.broker += c1.broker - c0.broker
+	u.took += took
+	u.brokerSeen = broker > 0
+}
+
+// brokerPID is the local broker's process id, or 0 when there is no single local broker.
+func localBrokerPID() int {
+	jit, err := settle.FindBrokerJIT()
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(jit.PID())
+	return pid
 }
 
 // latencyPhase writes rate rows/s for d, open loop, one notification and one delivery per
@@ -65,17 +129,22 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration, oth
 	if s.requests != nil {
 		s.requests.reset()
 	}
+	pg, err := benchproc.FindPostgres(b.Context(), s.pool)
+	heraldtest.Must(b, err)
+	broker := localBrokerPID()
 	var all []row
 	var wal int64
 	var busy time.Duration // the time of s's slices, inserts and waits
 	for i := range n {
 		if other != nil && i%2 == 1 {
-			other(rate, slice)
+			out.otherCPU.measureCPU(b, pg, broker, func() { other(rate, slice) })
 		}
-		rows, w, took := s.slice(b, rate, slice, tail, &out)
-		all, wal, busy = append(all, rows...), wal+w, busy+took
+		out.cpu.measureCPU(b, pg, broker, func() {
+			rows, w, took := s.slice(b, rate, slice, tail, &out)
+			all, wal, busy = append(all, rows...), wal+w, busy+took
+		})
 		if other != nil && i%2 == 0 {
-			other(rate, slice)
+			out.otherCPU.measureCPU(b, pg, broker, func() { other(rate, slice) })
 		}
 	}
 	out.walRate = float64(wal) / busy.Seconds()

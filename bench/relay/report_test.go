@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/bench/result"
 )
@@ -40,6 +41,10 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		Add(result.Figure{Group: s.name, Name: name + " not visible", Value: float64(l.invisible), Unit: "count", Better: "lower"}).
 		Add(result.Figure{Group: s.name, Name: name + " cluster WAL", Value: l.walRate / 1e6, Unit: "MB/s"})
 	addSeries(res, chartCDF, result.CDF(fmt.Sprintf("%s %d/s", s.name, l.rate), l.fromDue))
+	reportCPU(b, res, s.name, name, l.cpu)
+	if l.otherCPU.took > 0 {
+		reportCPU(b, res, groupRiver, name, l.otherCPU)
+	}
 	if l.stages != nil {
 		l.stages.add(res, s.name, name)
 		b.Logf("%s at %d rows/s, commit → Kafka ack from the relay: %s", s.name, l.rate, l.stages)
@@ -59,6 +64,31 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 		s.name, l.rate, l.load.Rate(), l.load.MaxBehind.Round(1e5), ms(l.fromDue.ValueAtQuantile(50)), ms(l.fromDue.ValueAtQuantile(90)),
 		ms(l.fromDue.ValueAtQuantile(99)), ms(l.fromDue.Max()), ms(l.insert.ValueAtQuantile(50)), ms(l.insert.ValueAtQuantile(99)),
 		ms(l.commit.ValueAtQuantile(50)), ms(l.commit.ValueAtQuantile(99)), l.invisible, l.walRate/1e6)
+}
+
+// reportCPU records the cores the machine was busy with during group's slices of a phase:
+// what the system's whole path costs at that rate, the generator's inserts included, on a
+// machine whose other load falls on both systems' slices alike; and its parts: PostgreSQL
+// (the inserts, and herald's walsender and mark or River's fetches and completions), and for
+// herald and the polling relay this process (the relay, the generator and the watching consumer) and the broker.
+// On a machine the systems share with their load, the tail after a stall lasts as long as
+// the backlog takes to clear on the cores left over.
+func reportCPU(b *testing.B, res *result.Result, group, name string, u cpuUse) {
+	machine, postgres, self, broker := u.cores()
+	res.Add(result.Figure{Group: group, Name: name + " machine busy", Value: machine, Unit: "cores", Better: "lower"}).
+		Add(result.Figure{Group: group, Name: name + " PostgreSQL busy", Value: postgres, Unit: "cores", Better: "lower"})
+	if group == groupRiver { // its own process: the rest of the machine
+		b.Logf("%s at %s: the machine busy %.2f cores, PostgreSQL %.2f, over %v of its slices", group, name, machine, postgres, u.took.Round(time.Millisecond))
+		return
+	}
+	res.Add(result.Figure{Group: group, Name: name + " relay's process busy", Value: self, Unit: "cores", Better: "lower"})
+	line := fmt.Sprintf("%s at %s: the machine busy %.2f cores, PostgreSQL %.2f, the relay's process (with the generator and the consumer) %.2f",
+		group, name, machine, postgres, self)
+	if u.brokerSeen {
+		res.Add(result.Figure{Group: group, Name: name + " broker busy", Value: broker, Unit: "cores", Better: "lower"})
+		line += fmt.Sprintf(", the broker %.2f", broker)
+	}
+	b.Logf("%s, over %v of its slices", line, u.took.Round(time.Millisecond))
 }
 
 // reportDrain records one drain of s, and the duplicate records s.watch saw in the whole run
