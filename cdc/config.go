@@ -39,9 +39,15 @@ type Config struct {
 	// existing topic is left as it is.
 	EventsPartitions int32
 	// EventsKafka produces the status events, when set: a client of its own lets them linger
-	// to fill batches (herald serve gives it DefaultEventsLinger) while the delivery records
-	// go out at once on the relay's client. Nil: the relay's client produces them too.
+	// to fill batches (herald serve gives it DefaultEventsLinger) apart from the delivery
+	// records. Nil: the relay's client produces them too.
 	EventsKafka *kgo.Client
+	// Producers produces a priority's delivery records, when set for it: one producer client
+	// per priority class (herald serve gives NORMAL and LOW theirs, NewProducers), so that a
+	// HIGH record never shares a produce request with theirs nor waits behind one of theirs in
+	// flight. A priority without one goes out on the relay's client. HIGH's producer must not
+	// linger (New checks).
+	Producers map[herald.Priority]*kgo.Client
 	// ReplicationFactor of created topics. Default 1.
 	ReplicationFactor int16
 

@@ -37,8 +37,8 @@ type origin struct {
 // record gets a span that continues the row's trace; the record's traceparent header is that
 // span, so the worker's spans hang below the relay's.
 type publisher struct {
-	kafka       *kgo.Client
-	events      *kgo.Client // the status events' producer: Config.EventsKafka, or kafka
+	producers   map[herald.Priority]*kgo.Client // each priority's: Config.Producers, or the relay's client
+	events      *kgo.Client                     // the status events' producer: Config.EventsKafka, or the relay's client
 	topics      map[herald.Priority]string
 	eventsTopic string
 	tracer      trace.Tracer
@@ -97,7 +97,7 @@ func (p *publisher) publish(row deliveryRow, o origin, done func(error)) {
 	o.producedAt = time.Now()
 	// The context only bounds the wait for buffer space, which the in-flight bound keeps
 	// from ever filling; records already buffered are not cancelled by it.
-	p.kafka.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	p.producers[row.Priority].Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 		p.inFlight.Add(-1)
 		now := time.Now()
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/sleep"
 )
 
@@ -55,13 +57,22 @@ func New(cfg Config, pool *pgxpool.Pool, kafka *kgo.Client, log *zap.Logger) (*R
 	// Produce blocks when the client's buffer is full, and a blocked stream goroutine sends no
 	// status updates: the relay's own bounds must fit in the buffer.
 	events := cmp.Or(cfg.EventsKafka, kafka)
-	for _, cl := range []*kgo.Client{kafka, events} {
+	producers := map[herald.Priority]*kgo.Client{}
+	clients := []*kgo.Client{kafka, events}
+	for _, p := range herald.Priorities {
+		producers[p] = cmp.Or(cfg.Producers[p], kafka)
+		clients = append(clients, producers[p])
+	}
+	for _, cl := range clients {
 		if buffered := optInt(cl.OptValue(kgo.MaxBufferedRecords)); buffered > 0 && int64(cfg.MaxInFlight+cfg.SweepBatch) > buffered {
 			return nil, fmt.Errorf("cdc config: MaxInFlight %d + SweepBatch %d exceed a Kafka client's MaxBufferedRecords %d",
 				cfg.MaxInFlight, cfg.SweepBatch, buffered)
 		}
 	}
-	pub := &publisher{kafka: kafka, events: events, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation),
+	if linger, _ := producers[herald.PriorityHigh].OptValue(kgo.ProducerLinger).(time.Duration); linger > 0 {
+		return nil, fmt.Errorf("cdc config: the producer of HIGH records lingers %v: HIGH records must go out at once (kgo.ProducerLinger(0))", linger)
+	}
+	pub := &publisher{producers: producers, events: events, topics: cfg.Topics, eventsTopic: cfg.EventsTopic, tracer: otel.Tracer(instrumentation),
 		observe: cfg.ObservePublished}
 	m, err := newMetrics(pub, cfg.Slot)
 	if err != nil {
@@ -219,6 +230,30 @@ func (r *Relay) probeSlotLag(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// NewProducers makes Config.Producers as herald serve does: a client of its own, with opts
+// and without linger, for NORMAL's records and one for LOW's; HIGH's go out on the relay's
+// client (docs/cdc.md, "One producer per priority"). On an error it closes the clients it
+// made.
+func NewProducers(opts ...kgo.Opt) (map[herald.Priority]*kgo.Client, error) {
+	out := map[herald.Priority]*kgo.Client{}
+	for _, p := range []herald.Priority{herald.PriorityNormal, herald.PriorityLow} {
+		cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.ProducerLinger(0))...)
+		if err != nil {
+			CloseProducers(out)
+			return nil, fmt.Errorf("kafka client for %s records: %w", p, err)
+		}
+		out[p] = cl
+	}
+	return out, nil
+}
+
+// CloseProducers closes the clients of NewProducers.
+func CloseProducers(producers map[herald.Priority]*kgo.Client) {
+	for _, cl := range producers {
+		cl.Close()
 	}
 }
 

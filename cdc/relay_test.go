@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/delivery"
@@ -270,4 +272,52 @@ func TestObservePublishedTimesEachRecordsWayOut(t *testing.T) {
 		require.False(t, p.Produced.Before(p.Received), "produced before received")
 		require.False(t, p.Acked.Before(p.Produced), "acked before produced")
 	}
+}
+
+// TestEachPriorityGoesOutOnItsOwnProducer: with Config.Producers, each priority's records,
+// from the stream and from the sweeper, are produced by its own client and by no other, a
+// lingering one's too.
+func TestEachPriorityGoesOutOnItsOwnProducer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	counts := map[herald.Priority]*producedTopics{}
+	cfg := h.cfg
+	cfg.Producers = map[herald.Priority]*kgo.Client{}
+	linger := map[herald.Priority]time.Duration{herald.PriorityLow: 5 * time.Millisecond}
+	for _, p := range herald.Priorities {
+		counts[p] = &producedTopics{n: map[string]int{}}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ProducerLinger(linger[p]), kgo.WithHooks(counts[p]))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		cfg.Producers[p] = cl
+	}
+	h.startRelay(cfg)
+
+	high := h.insert(rows{n: 4, priority: herald.PriorityHigh})
+	normal := h.insert(rows{n: 5, priority: herald.PriorityNormal})
+	low := h.insert(rows{n: 6, priority: herald.PriorityLow})
+	swept := h.insert(rows{n: 2, priority: herald.PriorityLow, dueIn: time.Second}) // the sweeper's
+	h.waitAll(append(append(append(high, normal...), low...), swept...), 60*time.Second)
+
+	require.Equal(t, map[string]int{h.cfg.Topics[herald.PriorityHigh]: 4}, counts[herald.PriorityHigh].get())
+	require.Equal(t, map[string]int{h.cfg.Topics[herald.PriorityNormal]: 5}, counts[herald.PriorityNormal].get())
+	require.Equal(t, map[string]int{h.cfg.Topics[herald.PriorityLow]: 8}, counts[herald.PriorityLow].get())
+}
+
+// producedTopics counts the records a client buffered for producing, by topic.
+type producedTopics struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *producedTopics) OnProduceRecordBuffered(r *kgo.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[r.Topic]++
+}
+
+func (c *producedTopics) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }

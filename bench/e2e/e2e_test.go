@@ -174,8 +174,11 @@ func startStack(b *testing.B, o options) *stack {
 	ecl, err := kgo.NewClient(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...), kgo.ProducerLinger(linger))
 	heraldtest.Must(b, err)
 	b.Cleanup(ecl.Close)
+	producers, err := cdc.NewProducers(kgo.SeedBrokers(stacktest.KafkaBrokers(b)...))
+	heraldtest.Must(b, err)
+	b.Cleanup(func() { cdc.CloseProducers(producers) })
 	relay, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: byPriority, EventsTopic: topics["events"],
-		EventsKafka: ecl, ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
+		EventsKafka: ecl, Producers: producers, ObserveLag: ctl.ObserveRelayLag}, relayPool, kcl, log)
 	heraldtest.Must(b, err)
 
 	s.sender = &dispatch.MemorySender{ProviderName: provider}

@@ -73,7 +73,8 @@ func newPool(tb testing.TB, url string, conns int32, settings ...map[string]stri
 }
 
 // heraldSystem runs herald's relay in this process, as herald serve does (cdc.New with its
-// own small pool and Kafka client, linger 0), on a replication slot of its own.
+// own small pool, its Kafka client without linger for HIGH's records, and NORMAL's and LOW's
+// producers), on a replication slot of its own.
 func heraldSystem(tb testing.TB) *system {
 	tb.Helper()
 	s := newSystem(tb, "herald relay")
@@ -82,9 +83,13 @@ func heraldSystem(tb testing.TB) *system {
 	relayPool := newPool(tb, s.pool.Config().ConnString(), 4, pgpool.ByKey()) // as herald serve opens it
 	slot := stacktest.Name("bench")
 	s.start = func(tb testing.TB) func() {
-		kcl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ProducerLinger(0), kgo.WithHooks(s.acks, s.requests))
+		opts := []kgo.Opt{kgo.SeedBrokers(s.brokers...), kgo.WithHooks(s.acks, s.requests)}
+		kcl, err := kgo.NewClient(append(opts, kgo.ProducerLinger(0))...)
 		heraldtest.Must(tb, err)
-		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics,
+		producers, err := cdc.NewProducers(opts...)
+		heraldtest.Must(tb, err)
+		tb.Cleanup(func() { cdc.CloseProducers(producers) }) // after the relay's stop (run)
+		r, err := cdc.New(cdc.Config{Slot: slot, Publication: slot, Topics: s.topics, Producers: producers,
 			ObservePublished: s.stages.observe}, relayPool, kcl, zap.NewNop())
 		heraldtest.Must(tb, err)
 		return run(tb, r.Run, kcl, func() bool { return streaming(tb, s.pool, slot) })

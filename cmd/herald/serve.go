@@ -475,22 +475,32 @@ func newRelay(ctx context.Context, c serveConfig, log *zap.Logger) (*cdc.Relay, 
 		pool.Close()
 		return nil, nil, err
 	}
+	// One producer per priority class (docs/cdc.md, "One producer per priority"), none of
+	// them lingering: HIGH's records on the relay's own client, which also serves its metadata
+	// requests, NORMAL's and LOW's on clients of their own. The status events have theirs too,
+	// whose records may wait to fill batches: the broker's work per event falls with the
+	// requests (docs/events.md, "What the events cost").
 	kcl, err := kgo.NewClient(append(kopts, kgo.ProducerLinger(0))...)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
 	}
-	// The status events' own producer, whose records may wait to fill batches: the broker's
-	// work per event falls with the requests (docs/events.md, "What the events cost").
+	producers, err := cdc.NewProducers(kopts...)
+	if err != nil {
+		kcl.Close()
+		pool.Close()
+		return nil, nil, err
+	}
 	ecl, err := kgo.NewClient(append(kopts, kgo.ProducerLinger(c.Relay.eventsLinger))...)
 	if err != nil {
+		cdc.CloseProducers(producers)
 		kcl.Close()
 		pool.Close()
 		return nil, nil, fmt.Errorf("kafka client for the status events: %w", err)
 	}
-	closeAll := func() { ecl.Close(); kcl.Close(); pool.Close() }
+	closeAll := func() { ecl.Close(); cdc.CloseProducers(producers); kcl.Close(); pool.Close() }
 	rcfg := c.Relay.config(c.Topics)
-	rcfg.EventsKafka = ecl
+	rcfg.EventsKafka, rcfg.Producers = ecl, producers
 	c.Groups.applyRelay(&rcfg)
 	relay, err := cdc.New(rcfg, pool, kcl, log)
 	if err != nil {
