@@ -45,8 +45,8 @@ type latency struct {
 	// walRate is the WAL the whole PostgreSQL cluster wrote per second during the phase,
 	// other databases' included: a logical replication slot reads all of it.
 	walRate float64
-	// cpu is what the machine and PostgreSQL were busy with during s's slices, and otherCPU
-	// during the other system's (zero without one).
+	// cpu is the CPU used during s's slices (cpuUse), and otherCPU during the other
+	// system's (zero without one).
 	cpu, otherCPU cpuUse
 }
 
@@ -98,7 +98,7 @@ func (u *cpuUse) measureCPU(b testing.TB, pg benchproc.Postgres, broker int, fn 
 	u.brokerSeen = broker > 0
 }
 
-// brokerPID is the local broker's process id, or 0 when there is no single local broker.
+// localBrokerPID is the local broker's process id, or 0 when there is no single local broker.
 func localBrokerPID() int {
 	jit, err := settle.FindBrokerJIT()
 	if err != nil {

@@ -70,9 +70,9 @@ func (s *system) report(b *testing.B, res *result.Result, l latency) {
 // what the system's whole path costs at that rate, the generator's inserts included, on a
 // machine whose other load falls on both systems' slices alike; and its parts: PostgreSQL
 // (the inserts, and herald's walsender and mark or River's fetches and completions), and for
-// herald and the polling relay this process (the relay, the generator and the watching consumer) and the broker.
-// On a machine the systems share with their load, the tail after a stall lasts as long as
-// the backlog takes to clear on the cores left over.
+// herald and the polling relay this process (the relay, the generator and the watching
+// consumer) and the broker. On a machine the systems share with their load, the tail after a
+// stall lasts as long as the backlog takes to clear on the cores left over.
 func reportCPU(b *testing.B, res *result.Result, group, name string, u cpuUse) {
 	machine, postgres, self, broker := u.cores()
 	res.Add(result.Figure{Group: group, Name: name + " machine busy", Value: machine, Unit: "cores", Better: "lower"}).
