@@ -129,22 +129,19 @@ func (s *system) latencyPhase(b *testing.B, rate int, d, tail time.Duration, oth
 	if s.requests != nil {
 		s.requests.reset()
 	}
-	pg, err := benchproc.FindPostgres(b.Context(), s.pool)
-	heraldtest.Must(b, err)
-	broker := localBrokerPID()
 	var all []row
 	var wal int64
 	var busy time.Duration // the time of s's slices, inserts and waits
 	for i := range n {
 		if other != nil && i%2 == 1 {
-			out.otherCPU.measureCPU(b, pg, broker, func() { other(rate, slice) })
+			out.otherCPU.measureCPU(b, s.pg, s.broker, func() { other(rate, slice) })
 		}
-		out.cpu.measureCPU(b, pg, broker, func() {
+		out.cpu.measureCPU(b, s.pg, s.broker, func() {
 			rows, w, took := s.slice(b, rate, slice, tail, &out)
 			all, wal, busy = append(all, rows...), wal+w, busy+took
 		})
 		if other != nil && i%2 == 0 {
-			out.otherCPU.measureCPU(b, pg, broker, func() { other(rate, slice) })
+			out.otherCPU.measureCPU(b, s.pg, s.broker, func() { other(rate, slice) })
 		}
 	}
 	out.walRate = float64(wal) / busy.Seconds()

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/bench/internal/benchproc"
 	"github.com/heraldhq/herald/bench/internal/settle"
 	"github.com/heraldhq/herald/cdc"
 	"github.com/heraldhq/herald/internal/delivery/deliverytest"
@@ -38,6 +39,10 @@ type system struct {
 	stages   *stages           // herald's relay only: each record's way out, from the relay
 	requests *requests         // herald's relay only: its produce requests
 	jit      *settle.BrokerJIT // the broker's compiler threads, once warmUp found them
+	// pg and broker are the PostgreSQL server and the local broker's process (0: none), whose
+	// CPU each phase reads (cpuUse).
+	pg     benchproc.Postgres
+	broker int
 	// start runs the relay until stop is called; it returns once the relay is ready to
 	// publish what is committed from then on.
 	start func(tb testing.TB) (stop func())
@@ -56,6 +61,9 @@ func newSystem(tb testing.TB, name string) *system {
 			herald.PriorityHigh: names["high"], herald.PriorityNormal: names["normal"], herald.PriorityLow: names["low"],
 		},
 	}
+	pg, err := benchproc.FindPostgres(context.Background(), s.pool)
+	heraldtest.Must(tb, err)
+	s.pg, s.broker = pg, localBrokerPID()
 	s.acks = newAcks()
 	s.clientID = deliverytest.Client(tb, s.pool)
 	s.watch = watch(tb, s.brokers, s.topics)
